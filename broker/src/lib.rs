@@ -1,0 +1,1 @@
+//! Broker: partition logs on JBOD dirs (filled in by the brokers issue).

@@ -1,0 +1,1 @@
+//! Reassignment controller (filled in by the reassignment issue).

@@ -1,0 +1,354 @@
+//! The replicated key-value state and the pure function that applies a command to it.
+//!
+//! Nothing here does I/O. The state machine driver (`state_machine.rs`) calls [`KvState::apply`]
+//! for each committed entry, in log order, on every replica, so every replica reaches the same
+//! state and emits the same events.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Check, Command, CommandKind, CommandResult, Guard, Op, Txn};
+
+/// How many request ids are remembered for retry deduplication.
+pub const DEDUP_CAPACITY: usize = 100_000;
+
+/// A stored value and its revisions.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct KvEntry {
+    /// The value.
+    pub value: Bytes,
+    /// Revision that created the key.
+    pub create_revision: u64,
+    /// Revision that last changed the key.
+    pub mod_revision: u64,
+    /// Writes since creation.
+    pub version: u64,
+    /// Bound lease, 0 for none.
+    pub lease: u64,
+}
+
+/// A lease and the keys bound to it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct LeaseInfo {
+    /// Time to live without a keep-alive.
+    pub ttl_ms: u64,
+    /// Keys bound to it.
+    pub keys: im::OrdSet<String>,
+}
+
+/// One change to one key, as watchers see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The key.
+    pub key: String,
+    /// The new entry, or `None` for a delete.
+    pub entry: Option<KvEntry>,
+    /// The revision that made the change.
+    pub revision: u64,
+}
+
+/// The whole replicated state. `im` maps make a clone O(1), so a snapshot reads a consistent
+/// view while writes go on.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+pub struct KvState {
+    /// The key-value map.
+    pub kv: im::OrdMap<String, KvEntry>,
+    /// Live leases by id.
+    pub leases: im::OrdMap<u64, LeaseInfo>,
+    /// Results of recent requests by request id.
+    pub dedup: im::HashMap<String, CommandResult>,
+    /// Request ids in the order they were applied, for eviction.
+    pub dedup_order: im::Vector<String>,
+}
+
+impl KvState {
+    /// The remembered result of a request id, if it was applied already.
+    pub fn dedup_result(&self, request_id: &str) -> Option<&CommandResult> {
+        self.dedup.get(request_id)
+    }
+
+    /// Applies one committed command at `revision`, pushing the changes it makes to `events`.
+    pub fn apply(&mut self, revision: u64, cmd: &Command, events: &mut Vec<Event>) -> CommandResult {
+        if let Some(id) = &cmd.request_id {
+            if let Some(done) = self.dedup.get(id) {
+                return done.clone();
+            }
+        }
+        let result = match &cmd.kind {
+            CommandKind::Txn(txn) => self.apply_txn(revision, txn, events),
+            CommandKind::LeaseGrant { ttl_ms } => {
+                self.leases.insert(
+                    revision,
+                    LeaseInfo {
+                        ttl_ms: *ttl_ms,
+                        keys: im::OrdSet::new(),
+                    },
+                );
+                CommandResult::LeaseGranted {
+                    id: revision,
+                    ttl_ms: *ttl_ms,
+                }
+            }
+            CommandKind::LeaseRevoke { id } => {
+                let found = self.revoke_lease(*id, revision, events);
+                CommandResult::LeaseRevoked { found, revision }
+            }
+        };
+        if let Some(id) = &cmd.request_id {
+            self.remember(id.clone(), result.clone());
+        }
+        result
+    }
+
+    fn remember(&mut self, id: String, result: CommandResult) {
+        self.dedup.insert(id.clone(), result);
+        self.dedup_order.push_back(id);
+        while self.dedup_order.len() > DEDUP_CAPACITY {
+            if let Some(old) = self.dedup_order.pop_front() {
+                self.dedup.remove(&old);
+            }
+        }
+    }
+
+    /// Checks guards in order; the first that fails is returned with a reason.
+    pub fn check_guards(&self, guards: &[Guard]) -> Option<(u32, String)> {
+        for (i, g) in guards.iter().enumerate() {
+            let cur = self.kv.get(&g.key);
+            let failed = match (&g.check, cur) {
+                (Check::Exists, None) => Some("expected the key to exist, it is absent".to_string()),
+                (Check::Exists, Some(_)) => None,
+                (Check::Absent, Some(e)) => Some(format!("expected the key to be absent, it exists at version {}", e.version)),
+                (Check::Absent, None) => None,
+                (Check::Version(v), e) => {
+                    let found = e.map_or(0, |e| e.version);
+                    (found != *v).then(|| format!("expected version {v}, found {found}"))
+                }
+                (Check::ModRevision(r), e) => {
+                    let found = e.map_or(0, |e| e.mod_revision);
+                    (found != *r).then(|| format!("expected mod revision {r}, found {found}"))
+                }
+                (Check::Value(v), Some(e)) => (e.value != *v).then(|| "the value differs".to_string()),
+                (Check::Value(_), None) => Some("expected a value, the key is absent".to_string()),
+            };
+            if let Some(reason) = failed {
+                return Some((i as u32, format!("guard {i} on {}: {reason}", g.key)));
+            }
+        }
+        None
+    }
+
+    fn apply_txn(&mut self, revision: u64, txn: &Txn, events: &mut Vec<Event>) -> CommandResult {
+        if let Some(failed) = self.check_guards(&txn.guards) {
+            return CommandResult::Txn {
+                revision,
+                succeeded: false,
+                failed_guard: Some(failed),
+                deleted: 0,
+            };
+        }
+        // All or nothing: a put naming a missing lease rejects the whole command before any op.
+        for op in &txn.ops {
+            if let Op::Put { key, lease, .. } = op {
+                if *lease != 0 && !self.leases.contains_key(lease) {
+                    return CommandResult::Rejected {
+                        reason: format!("lease {lease} for key {key} not found (expired or revoked)"),
+                    };
+                }
+            }
+        }
+        let mut deleted = 0;
+        for op in &txn.ops {
+            match op {
+                Op::Put { key, value, lease } => self.put(revision, key, value.clone(), *lease, events),
+                Op::Delete { key } => deleted += u64::from(self.delete(revision, key, events)),
+                Op::DeletePrefix { prefix } => {
+                    let keys: Vec<String> = self
+                        .kv
+                        .range(prefix.clone()..)
+                        .take_while(|(k, _)| k.starts_with(prefix.as_str()))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for k in keys {
+                        deleted += u64::from(self.delete(revision, &k, events));
+                    }
+                }
+            }
+        }
+        CommandResult::Txn {
+            revision,
+            succeeded: true,
+            failed_guard: None,
+            deleted,
+        }
+    }
+
+    fn put(&mut self, revision: u64, key: &str, value: Bytes, lease: u64, events: &mut Vec<Event>) {
+        let entry = match self.kv.get(key).cloned() {
+            Some(old) => {
+                if old.lease != lease && old.lease != 0 {
+                    self.unbind(old.lease, key);
+                }
+                KvEntry {
+                    value,
+                    create_revision: old.create_revision,
+                    mod_revision: revision,
+                    version: old.version + 1,
+                    lease,
+                }
+            }
+            None => KvEntry {
+                value,
+                create_revision: revision,
+                mod_revision: revision,
+                version: 1,
+                lease,
+            },
+        };
+        if lease != 0 {
+            if let Some(l) = self.leases.get_mut(&lease) {
+                l.keys.insert(key.to_string());
+            }
+        }
+        events.push(Event {
+            key: key.to_string(),
+            entry: Some(entry.clone()),
+            revision,
+        });
+        self.kv.insert(key.to_string(), entry);
+    }
+
+    fn delete(&mut self, revision: u64, key: &str, events: &mut Vec<Event>) -> bool {
+        match self.kv.remove(key) {
+            Some(old) => {
+                if old.lease != 0 {
+                    self.unbind(old.lease, key);
+                }
+                events.push(Event {
+                    key: key.to_string(),
+                    entry: None,
+                    revision,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn unbind(&mut self, lease: u64, key: &str) {
+        if let Some(l) = self.leases.get_mut(&lease) {
+            l.keys.remove(key);
+        }
+    }
+
+    fn revoke_lease(&mut self, id: u64, revision: u64, events: &mut Vec<Event>) -> bool {
+        let Some(lease) = self.leases.remove(&id) else {
+            return false;
+        };
+        for key in lease.keys.iter() {
+            if let Some(e) = self.kv.get(key) {
+                if e.lease == id {
+                    self.delete(revision, key, events);
+                }
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, v: &str) -> Op {
+        Op::Put {
+            key: key.into(),
+            value: Bytes::from(v.to_string()),
+            lease: 0,
+        }
+    }
+
+    fn txn(guards: Vec<Guard>, ops: Vec<Op>) -> Command {
+        Command {
+            request_id: None,
+            kind: CommandKind::Txn(Txn { guards, ops }),
+        }
+    }
+
+    #[test]
+    fn revisions_and_versions_advance() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        s.apply(5, &txn(vec![], vec![put("/a", "1")]), &mut ev);
+        s.apply(7, &txn(vec![], vec![put("/a", "2")]), &mut ev);
+        let e = &s.kv["/a"];
+        assert_eq!((e.create_revision, e.mod_revision, e.version), (5, 7, 2));
+        assert_eq!(ev.len(), 2);
+    }
+
+    #[test]
+    fn failed_guard_applies_nothing_and_names_the_guard() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        s.apply(1, &txn(vec![], vec![put("/a", "1")]), &mut ev);
+        let r = s.apply(
+            2,
+            &txn(
+                vec![
+                    Guard { key: "/a".into(), check: Check::Exists },
+                    Guard { key: "/a".into(), check: Check::Version(9) },
+                ],
+                vec![put("/b", "x"), Op::Delete { key: "/a".into() }],
+            ),
+            &mut ev,
+        );
+        match r {
+            CommandResult::Txn { succeeded: false, failed_guard: Some((1, reason)), .. } => {
+                assert!(reason.contains("expected version 9, found 1"), "{reason}")
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(s.kv.get("/b").is_none());
+        assert!(s.kv.get("/a").is_some());
+        assert_eq!(ev.len(), 1);
+    }
+
+    #[test]
+    fn retry_with_same_request_id_applies_once() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        let mut c = txn(vec![], vec![put("/a", "1")]);
+        c.request_id = Some("r1".into());
+        let first = s.apply(1, &c, &mut ev);
+        let again = s.apply(2, &c, &mut ev);
+        assert_eq!(first, again);
+        assert_eq!(s.kv["/a"].version, 1);
+    }
+
+    #[test]
+    fn lease_revoke_deletes_bound_keys_only() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        s.apply(1, &Command { request_id: None, kind: CommandKind::LeaseGrant { ttl_ms: 1000 } }, &mut ev);
+        s.apply(
+            2,
+            &txn(vec![], vec![Op::Put { key: "/l".into(), value: Bytes::new(), lease: 1 }, put("/k", "v")]),
+            &mut ev,
+        );
+        let r = s.apply(3, &txn(vec![], vec![Op::Put { key: "/x".into(), value: Bytes::new(), lease: 42 }]), &mut ev);
+        assert!(matches!(r, CommandResult::Rejected { .. }));
+        s.apply(4, &Command { request_id: None, kind: CommandKind::LeaseRevoke { id: 1 } }, &mut ev);
+        assert!(s.kv.get("/l").is_none());
+        assert!(s.kv.get("/k").is_some());
+        assert!(s.leases.is_empty());
+    }
+
+    #[test]
+    fn delete_prefix_removes_only_the_prefix() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        s.apply(1, &txn(vec![], vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")]), &mut ev);
+        let r = s.apply(2, &txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
+        assert!(matches!(r, CommandResult::Txn { deleted: 2, .. }));
+        assert_eq!(s.kv.len(), 2);
+    }
+}

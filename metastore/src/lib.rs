@@ -1,0 +1,18 @@
+//! Ferry's metastore: a linearizable key-value store replicated by openraft and stored in sled,
+//! served over gRPC, with transactions, watches and leases. It replaces ZooKeeper for Ferry.
+
+pub mod client;
+pub mod codec;
+pub mod kv_state;
+pub mod lease;
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod read_index;
+pub mod service;
+pub mod state_machine;
+pub mod types;
+pub mod validate;
+
+pub use client::{Client, ClientError};
+pub use node::{start, NodeConfig, NodeHandle, RaftTuning};

@@ -1,0 +1,246 @@
+//! Starting and stopping a metastore node: storage, Raft, gRPC server, background tasks.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use openraft::{Config, SnapshotPolicy};
+use proto::metastore::metastore_server::MetastoreServer;
+use proto::raft::raft_server::RaftServer;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::lease::LeaseKeeper;
+use crate::log_store::LogStore;
+use crate::network::{NetworkFactory, RaftService, MAX_RAFT_MESSAGE};
+use crate::read_index::ReadIndex;
+use crate::service::{MetastoreService, NodeCore};
+use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
+use crate::types::{Node, NodeId, Raft};
+use crate::validate::Limits;
+
+/// Raft timing and log retention.
+#[derive(Debug, Clone)]
+pub struct RaftTuning {
+    /// Leader heartbeat interval.
+    pub heartbeat_ms: u64,
+    /// Lower bound of the election timeout.
+    pub election_min_ms: u64,
+    /// Upper bound of the election timeout.
+    pub election_max_ms: u64,
+    /// Build a snapshot after this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot.
+    pub keep_behind_snapshot: u64,
+}
+
+impl Default for RaftTuning {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: 100,
+            election_min_ms: 500,
+            election_max_ms: 1000,
+            snapshot_every: 20_000,
+            keep_behind_snapshot: 5_000,
+        }
+    }
+}
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id (> 0).
+    pub id: NodeId,
+    /// Where the log, vote and snapshots live.
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// The initial voters, with their addresses. Empty when joining an existing cluster.
+    pub peers: BTreeMap<NodeId, String>,
+    /// Join an existing cluster as a learner instead of forming one.
+    pub join: bool,
+    /// Raft timing.
+    pub raft: RaftTuning,
+    /// Request limits.
+    pub limits: Limits,
+    /// Events kept for watchers that resume.
+    pub history_events: usize,
+}
+
+impl NodeConfig {
+    /// A config with default tuning.
+    pub fn new(id: NodeId, data_dir: PathBuf, listen: SocketAddr, peers: BTreeMap<NodeId, String>) -> Self {
+        Self {
+            id,
+            data_dir,
+            listen,
+            peers,
+            join: false,
+            raft: RaftTuning::default(),
+            limits: Limits::default(),
+            history_events: DEFAULT_HISTORY_EVENTS,
+        }
+    }
+}
+
+/// Why a node could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// Bad configuration.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Disk trouble.
+    #[error("storage: {0}")]
+    Storage(String),
+    /// Could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Raft failed to start.
+    #[error("raft: {0}")]
+    Raft(String),
+}
+
+/// A running node.
+pub struct NodeHandle {
+    /// This node's id.
+    pub id: NodeId,
+    /// The address the server listens on.
+    pub addr: SocketAddr,
+    /// The Raft handle.
+    pub raft: Raft,
+    /// The state machine, for in-process inspection.
+    pub sm: Arc<SmShared>,
+    shutdown: Option<oneshot::Sender<()>>,
+    server: JoinHandle<()>,
+}
+
+impl NodeHandle {
+    /// Stops the server and Raft, and waits for both.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = self.raft.shutdown().await;
+        self.server.abort();
+        let _ = (&mut self.server).await;
+    }
+}
+
+fn raft_config(t: &RaftTuning) -> Result<Config, NodeError> {
+    let c = Config {
+        cluster_name: "ferry".into(),
+        heartbeat_interval: t.heartbeat_ms,
+        election_timeout_min: t.election_min_ms,
+        election_timeout_max: t.election_max_ms,
+        install_snapshot_timeout: 10_000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every),
+        max_in_snapshot_log_to_keep: t.keep_behind_snapshot,
+        snapshot_max_chunk_size: 4 << 20,
+        max_payload_entries: 1000,
+        ..Default::default()
+    };
+    c.validate().map_err(|e| NodeError::Config(e.to_string()))
+}
+
+/// Starts a node; it forms the cluster with its peers on a first start, or rejoins from its data.
+pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
+    if cfg.id == 0 {
+        return Err(NodeError::Config("--id must be greater than 0".into()));
+    }
+    if !cfg.join && !cfg.peers.is_empty() && !cfg.peers.contains_key(&cfg.id) {
+        return Err(NodeError::Config(format!("--peers does not name this node's id {}", cfg.id)));
+    }
+    let config = Arc::new(raft_config(&cfg.raft)?);
+    std::fs::create_dir_all(&cfg.data_dir).map_err(|e| NodeError::Storage(e.to_string()))?;
+    let db = sled::Config::new()
+        .path(cfg.data_dir.join("raft"))
+        .cache_capacity(64 << 20)
+        .open()
+        .map_err(|e| NodeError::Storage(e.to_string()))?;
+    let log_store = LogStore::open(db).map_err(|e| NodeError::Storage(e.to_string()))?;
+    let sm = StateMachine::open(&cfg.data_dir.join("snapshots"), cfg.history_events)
+        .map_err(|e| NodeError::Storage(e.to_string()))?;
+    let shared = sm.shared.clone();
+    let listener = TcpListener::bind(cfg.listen).await.map_err(|source| NodeError::Listen {
+        addr: cfg.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| NodeError::Listen {
+        addr: cfg.listen,
+        source,
+    })?;
+
+    let raft = Raft::new(cfg.id, config, NetworkFactory, log_store, sm)
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    let read_index = ReadIndex::start(raft.clone());
+    let leases = LeaseKeeper::start(cfg.id, raft.clone(), shared.clone());
+    let core = Arc::new(NodeCore::new(
+        cfg.id,
+        raft.clone(),
+        shared.clone(),
+        cfg.limits.clone(),
+        read_index.clone(),
+        leases,
+    ));
+
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<MetastoreServer<MetastoreService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| NodeError::Config(e.to_string()))?;
+    let metastore = MetastoreServer::new(MetastoreService::new(core))
+        .max_decoding_message_size(MAX_RAFT_MESSAGE)
+        .max_encoding_message_size(MAX_RAFT_MESSAGE);
+    let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index))
+        .max_decoding_message_size(MAX_RAFT_MESSAGE)
+        .max_encoding_message_size(MAX_RAFT_MESSAGE);
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let res = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(health)
+            .add_service(reflection)
+            .add_service(metastore)
+            .add_service(raft_svc)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = shutdown_rx.await;
+            })
+            .await;
+        if let Err(e) = res {
+            tracing::error!(error = %e, "gRPC server stopped");
+        }
+    });
+
+    if !cfg.join && !cfg.peers.is_empty() {
+        let initialized = raft.is_initialized().await.map_err(|e| NodeError::Raft(e.to_string()))?;
+        if !initialized {
+            // Every founding node proposes the same membership; openraft accepts that.
+            let members: BTreeMap<NodeId, Node> =
+                cfg.peers.iter().map(|(id, a)| (*id, Node::new(a.clone()))).collect();
+            if let Err(e) = raft.initialize(members).await {
+                tracing::info!(error = %e, "not initializing: cluster already formed");
+            }
+        }
+    }
+    tracing::info!(id = cfg.id, %addr, "metastore node started");
+    Ok(NodeHandle {
+        id: cfg.id,
+        addr,
+        raft,
+        sm: shared,
+        shutdown: Some(shutdown_tx),
+        server,
+    })
+}

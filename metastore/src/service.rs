@@ -1,0 +1,666 @@
+//! The `Metastore` gRPC service: validates each request, proposes writes (forwarding them to the
+//! leader from a follower), serves reads after a read index, and streams watches.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::ChangeMembers;
+use parking_lot::Mutex;
+use proto::metastore as pb;
+use proto::metastore::metastore_client::MetastoreClient;
+use proto::metastore::metastore_server::Metastore;
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+use crate::kv_state::{Event, KvEntry};
+use crate::lease::{KeepAliveError, LeaseKeeper};
+use crate::network::{self, MAX_RAFT_MESSAGE};
+use crate::read_index::{ReadIndex, ReadIndexError};
+use crate::state_machine::{RevisionEvents, SmShared};
+use crate::types::{Command, CommandKind, CommandResult, Node, NodeId, Raft, Txn};
+use crate::validate::{self, InvalidRequest, Limits};
+
+/// Metadata key set on a request a follower forwards, so it is forwarded at most once.
+const FORWARDED: &str = "x-ferry-forwarded";
+/// How long a request waits for a leader to be elected.
+const LEADER_WAIT: Duration = Duration::from_secs(5);
+
+/// Everything a node's services share.
+pub struct NodeCore {
+    /// This node's id.
+    pub id: NodeId,
+    /// The Raft handle.
+    pub raft: Raft,
+    /// The state machine's shared state.
+    pub sm: Arc<SmShared>,
+    /// Request limits.
+    pub limits: Limits,
+    /// The read-index batcher.
+    pub read_index: ReadIndex,
+    /// The lease keeper.
+    pub leases: LeaseKeeper,
+    peers: Mutex<BTreeMap<String, Channel>>,
+}
+
+enum ProposeError {
+    Forward(String),
+    Status(Status),
+}
+
+impl From<InvalidRequest> for Status {
+    fn from(e: InvalidRequest) -> Self {
+        Status::invalid_argument(e.to_string())
+    }
+}
+
+impl NodeCore {
+    /// Bundles a node's parts.
+    pub fn new(id: NodeId, raft: Raft, sm: Arc<SmShared>, limits: Limits, read_index: ReadIndex, leases: LeaseKeeper) -> Self {
+        Self {
+            id,
+            raft,
+            sm,
+            limits,
+            read_index,
+            leases,
+            peers: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn header(&self) -> pb::ResponseHeader {
+        let m = self.raft.metrics().borrow().clone();
+        pb::ResponseHeader {
+            revision: self.sm.inner.read().revision(),
+            member_id: self.id,
+            leader_id: m.current_leader.unwrap_or(0),
+            raft_term: m.current_term,
+        }
+    }
+
+    fn peer(&self, addr: &str) -> Result<Channel, Status> {
+        let mut peers = self.peers.lock();
+        if let Some(c) = peers.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = network::channel(addr).map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))?;
+        peers.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    fn metastore_client(&self, addr: &str) -> Result<MetastoreClient<Channel>, Status> {
+        Ok(MetastoreClient::new(self.peer(addr)?)
+            .max_decoding_message_size(MAX_RAFT_MESSAGE)
+            .max_encoding_message_size(MAX_RAFT_MESSAGE))
+    }
+
+    /// The leader's address, waiting a while for an election to end.
+    async fn leader_addr(&self) -> Option<(NodeId, String)> {
+        let mut rx = self.raft.metrics();
+        let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+        loop {
+            {
+                let m = rx.borrow_and_update();
+                if let Some(l) = m.current_leader {
+                    if let Some(n) = m.membership_config.membership().get_node(&l) {
+                        return Some((l, n.addr.clone()));
+                    }
+                }
+            }
+            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    async fn propose(&self, cmd: Command) -> Result<CommandResult, ProposeError> {
+        loop {
+            match self.raft.client_write(cmd.clone()).await {
+                Ok(r) => return Ok(r.data),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    if let Some(n) = f.leader_node {
+                        return Err(ProposeError::Forward(n.addr));
+                    }
+                    match self.leader_addr().await {
+                        Some((id, _)) if id == self.id => continue,
+                        Some((_, addr)) => return Err(ProposeError::Forward(addr)),
+                        None => return Err(ProposeError::Status(Status::unavailable("no leader elected"))),
+                    }
+                }
+                Err(e) => return Err(ProposeError::Status(Status::unavailable(e.to_string()))),
+            }
+        }
+    }
+
+    /// Waits until this node has applied everything committed before the call (read index).
+    pub async fn linearize(&self) -> Result<(), Status> {
+        let index = match self.read_index.read_index().await {
+            Ok(i) => i,
+            Err(ReadIndexError::NotLeader { leader }) => {
+                let addr = match leader {
+                    Some((_, a)) => a,
+                    None => self
+                        .leader_addr()
+                        .await
+                        .map(|(_, a)| a)
+                        .ok_or_else(|| Status::unavailable("no leader elected"))?,
+                };
+                let mut c = network::raft_client(&addr).map_err(|e| Status::unavailable(e.to_string()))?;
+                c.read_index(proto::raft::ReadIndexRequest {}).await?.into_inner().index
+            }
+            Err(e) => return Err(Status::unavailable(e.to_string())),
+        };
+        let mut rx = self.sm.applied.subscribe();
+        let reached = matches!(
+            tokio::time::timeout(LEADER_WAIT, rx.wait_for(|applied| *applied >= index)).await,
+            Ok(Ok(_))
+        );
+        if reached {
+            Ok(())
+        } else {
+            Err(Status::unavailable(format!("this node has not applied up to read index {index}")))
+        }
+    }
+
+    async fn write(&self, request_id: Option<String>, kind: CommandKind) -> Result<Result<CommandResult, String>, Status> {
+        match self.propose(Command { request_id, kind }).await {
+            Ok(CommandResult::Rejected { reason }) => Err(Status::failed_precondition(reason)),
+            Ok(r) => Ok(Ok(r)),
+            Err(ProposeError::Forward(addr)) => Ok(Err(addr)),
+            Err(ProposeError::Status(s)) => Err(s),
+        }
+    }
+
+    async fn membership_change(&self, change: MembershipChange) -> Result<Result<(), String>, Status> {
+        let res = match change {
+            MembershipChange::AddLearner(id, addr) => self.raft.add_learner(id, Node::new(addr), true).await.map(|_| ()),
+            MembershipChange::Promote(id) => self
+                .raft
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+                .await
+                .map(|_| ()),
+            MembershipChange::Remove(id) => {
+                let voter = self
+                    .raft
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|v| v == id);
+                let change = if voter {
+                    ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+                } else {
+                    ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+                };
+                self.raft.change_membership(change, false).await.map(|_| ())
+            }
+        };
+        match res {
+            Ok(()) => Ok(Ok(())),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => match f.leader_node {
+                Some(n) => Ok(Err(n.addr)),
+                None => Err(Status::unavailable("no leader elected")),
+            },
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Status::failed_precondition(e.to_string()))
+            }
+            Err(e) => Err(Status::unavailable(e.to_string())),
+        }
+    }
+
+    fn members(&self) -> Vec<pb::Member> {
+        let m = self.raft.metrics().borrow().clone();
+        let mem = m.membership_config.membership();
+        let voters: BTreeSet<NodeId> = mem.voter_ids().collect();
+        mem.nodes()
+            .map(|(id, n)| pb::Member {
+                id: *id,
+                addr: n.addr.clone(),
+                voter: voters.contains(id),
+            })
+            .collect()
+    }
+}
+
+enum MembershipChange {
+    AddLearner(NodeId, String),
+    Promote(NodeId),
+    Remove(NodeId),
+}
+
+/// The gRPC `Metastore` service of one node.
+#[derive(Clone)]
+pub struct MetastoreService {
+    core: Arc<NodeCore>,
+}
+
+impl MetastoreService {
+    /// Serves `core`.
+    pub fn new(core: Arc<NodeCore>) -> Self {
+        Self { core }
+    }
+}
+
+fn is_forwarded<T>(req: &Request<T>) -> bool {
+    req.metadata().contains_key(FORWARDED)
+}
+
+fn forwarded<T>(msg: T) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.metadata_mut().insert(FORWARDED, tonic::metadata::MetadataValue::from_static("1"));
+    r
+}
+
+fn not_leader(addr: &str) -> Status {
+    Status::unavailable(format!("not the leader; the leader is at {addr}"))
+}
+
+/// Sends a write a follower received to the leader, once.
+macro_rules! forward {
+    ($self:ident, $was_forwarded:expr, $addr:expr, $method:ident, $msg:expr) => {{
+        if $was_forwarded {
+            return Err(not_leader(&$addr));
+        }
+        let mut client = $self.core.metastore_client(&$addr)?;
+        return client.$method(forwarded($msg)).await;
+    }};
+}
+
+fn to_pb(key: &str, e: &KvEntry) -> pb::KeyValue {
+    pb::KeyValue {
+        key: key.to_string(),
+        value: e.value.clone(),
+        create_revision: e.create_revision,
+        mod_revision: e.mod_revision,
+        version: e.version,
+        lease: e.lease,
+    }
+}
+
+fn event_to_pb(ev: &Event) -> pb::WatchEvent {
+    match &ev.entry {
+        Some(e) => pb::WatchEvent {
+            kind: pb::watch_event::Kind::Put as i32,
+            kv: Some(to_pb(&ev.key, e)),
+        },
+        None => pb::WatchEvent {
+            kind: pb::watch_event::Kind::Delete as i32,
+            kv: Some(pb::KeyValue {
+                key: ev.key.clone(),
+                mod_revision: ev.revision,
+                ..Default::default()
+            }),
+        },
+    }
+}
+
+fn compacted(asked: u64, oldest: u64) -> Status {
+    Status::out_of_range(format!(
+        "revision {asked} was compacted; the oldest revision this node can replay is {oldest}"
+    ))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Metastore for MetastoreService {
+    async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        let txn = validate::put(&r.key, &r.value, r.lease, &self.core.limits)?;
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        match self.core.write(rid, CommandKind::Txn(txn)).await? {
+            Ok(_) => Ok(Response::new(pb::PutResponse {
+                header: Some(self.core.header()),
+            })),
+            Err(addr) => forward!(self, fwd, addr, put, r),
+        }
+    }
+
+    async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let r = req.into_inner();
+        validate::key("key", &r.key, &self.core.limits)?;
+        if !r.serializable {
+            self.core.linearize().await?;
+        }
+        let kv = self.core.sm.inner.read().state.kv.get(&r.key).map(|e| to_pb(&r.key, e));
+        Ok(Response::new(pb::GetResponse {
+            header: Some(self.core.header()),
+            kv,
+        }))
+    }
+
+    async fn range(&self, req: Request<pb::RangeRequest>) -> Result<Response<pb::RangeResponse>, Status> {
+        let r = req.into_inner();
+        validate::prefix("prefix", &r.prefix, &self.core.limits)?;
+        if !r.serializable {
+            self.core.linearize().await?;
+        }
+        let limit = if r.limit == 0 { usize::MAX } else { r.limit as usize };
+        let start = if r.start_after.is_empty() || r.start_after < r.prefix {
+            r.prefix.clone()
+        } else {
+            r.start_after.clone()
+        };
+        let mut kvs = Vec::new();
+        let mut more = false;
+        {
+            let g = self.core.sm.inner.read();
+            for (k, e) in g.state.kv.range(start..) {
+                if !k.starts_with(&r.prefix) {
+                    break;
+                }
+                if !r.start_after.is_empty() && *k <= r.start_after {
+                    continue;
+                }
+                if kvs.len() == limit {
+                    more = true;
+                    break;
+                }
+                let mut kv = to_pb(k, e);
+                if r.keys_only {
+                    kv.value = Default::default();
+                }
+                kvs.push(kv);
+            }
+        }
+        Ok(Response::new(pb::RangeResponse {
+            header: Some(self.core.header()),
+            kvs,
+            more,
+        }))
+    }
+
+    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        validate::key("key", &r.key, &self.core.limits)?;
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        let txn = Txn {
+            guards: vec![],
+            ops: vec![crate::types::Op::Delete { key: r.key.clone() }],
+        };
+        match self.core.write(rid, CommandKind::Txn(txn)).await? {
+            Ok(res) => Ok(Response::new(pb::DeleteResponse {
+                header: Some(self.core.header()),
+                deleted: deleted_of(&res),
+            })),
+            Err(addr) => forward!(self, fwd, addr, delete, r),
+        }
+    }
+
+    async fn delete_prefix(&self, req: Request<pb::DeletePrefixRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        validate::prefix("prefix", &r.prefix, &self.core.limits)?;
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        let txn = Txn {
+            guards: vec![],
+            ops: vec![crate::types::Op::DeletePrefix { prefix: r.prefix.clone() }],
+        };
+        match self.core.write(rid, CommandKind::Txn(txn)).await? {
+            Ok(res) => Ok(Response::new(pb::DeleteResponse {
+                header: Some(self.core.header()),
+                deleted: deleted_of(&res),
+            })),
+            Err(addr) => forward!(self, fwd, addr, delete_prefix, r),
+        }
+    }
+
+    async fn txn(&self, req: Request<pb::TxnRequest>) -> Result<Response<pb::TxnResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        let txn = validate::txn(&r, &self.core.limits)?;
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        match self.core.write(rid, CommandKind::Txn(txn)).await? {
+            Ok(CommandResult::Txn {
+                succeeded,
+                failed_guard,
+                deleted,
+                ..
+            }) => {
+                let (failed_guard, failed_reason) = match failed_guard {
+                    Some((i, why)) => (Some(i), why),
+                    None => (None, String::new()),
+                };
+                Ok(Response::new(pb::TxnResponse {
+                    header: Some(self.core.header()),
+                    succeeded,
+                    failed_guard,
+                    failed_reason,
+                    deleted,
+                }))
+            }
+            Ok(other) => Err(Status::internal(format!("unexpected result {other:?}"))),
+            Err(addr) => forward!(self, fwd, addr, txn, r),
+        }
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let r = req.into_inner();
+        validate::prefix("prefix", &r.prefix, &self.core.limits)?;
+        let sm = self.core.sm.clone();
+        let (sub, backlog, next) = subscribe(&sm, r.start_revision)?;
+        let (tx, rx) = mpsc::channel(256);
+        tokio::spawn(run_watch(sm, r.prefix, sub, backlog, next, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn lease_grant(&self, req: Request<pb::LeaseGrantRequest>) -> Result<Response<pb::LeaseGrantResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        validate::lease_ttl(r.ttl_ms, &self.core.limits)?;
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        match self.core.write(rid, CommandKind::LeaseGrant { ttl_ms: r.ttl_ms }).await? {
+            Ok(CommandResult::LeaseGranted { id, ttl_ms }) => Ok(Response::new(pb::LeaseGrantResponse {
+                header: Some(self.core.header()),
+                id,
+                ttl_ms,
+            })),
+            Ok(other) => Err(Status::internal(format!("unexpected result {other:?}"))),
+            Err(addr) => forward!(self, fwd, addr, lease_grant, r),
+        }
+    }
+
+    async fn lease_keep_alive(
+        &self,
+        req: Request<pb::LeaseKeepAliveRequest>,
+    ) -> Result<Response<pb::LeaseKeepAliveResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        match self.core.leases.keep_alive(r.id) {
+            Ok(ttl_ms) => Ok(Response::new(pb::LeaseKeepAliveResponse {
+                header: Some(self.core.header()),
+                id: r.id,
+                ttl_ms,
+            })),
+            Err(KeepAliveError::NotFound(id)) => Err(Status::not_found(format!("lease {id} not found (expired or revoked)"))),
+            Err(KeepAliveError::NotLeader) => {
+                let addr = self
+                    .core
+                    .leader_addr()
+                    .await
+                    .map(|(_, a)| a)
+                    .ok_or_else(|| Status::unavailable("no leader elected"))?;
+                forward!(self, fwd, addr, lease_keep_alive, r)
+            }
+        }
+    }
+
+    async fn lease_revoke(&self, req: Request<pb::LeaseRevokeRequest>) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        match self.core.write(rid, CommandKind::LeaseRevoke { id: r.id }).await? {
+            Ok(CommandResult::LeaseRevoked { found: true, .. }) => Ok(Response::new(pb::LeaseRevokeResponse {
+                header: Some(self.core.header()),
+            })),
+            Ok(_) => Err(Status::not_found(format!("lease {} not found (expired or revoked)", r.id))),
+            Err(addr) => forward!(self, fwd, addr, lease_revoke, r),
+        }
+    }
+
+    async fn member_list(&self, _req: Request<pb::MemberListRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+        Ok(Response::new(pb::MemberListResponse {
+            header: Some(self.core.header()),
+            members: self.core.members(),
+        }))
+    }
+
+    async fn member_add_learner(
+        &self,
+        req: Request<pb::MemberAddLearnerRequest>,
+    ) -> Result<Response<pb::MemberListResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        if r.id == 0 {
+            return Err(Status::invalid_argument("id: must be greater than 0"));
+        }
+        if r.addr.parse::<std::net::SocketAddr>().is_err() && !r.addr.contains(':') {
+            return Err(Status::invalid_argument(format!("addr: {:?} is not HOST:PORT", r.addr)));
+        }
+        match self.core.membership_change(MembershipChange::AddLearner(r.id, r.addr.clone())).await? {
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+            Err(addr) => forward!(self, fwd, addr, member_add_learner, r),
+        }
+    }
+
+    async fn member_promote(&self, req: Request<pb::MemberPromoteRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        if !self.core.members().iter().any(|m| m.id == r.id) {
+            return Err(Status::not_found(format!("id: node {} is not a member; add it as a learner first", r.id)));
+        }
+        match self.core.membership_change(MembershipChange::Promote(r.id)).await? {
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+            Err(addr) => forward!(self, fwd, addr, member_promote, r),
+        }
+    }
+
+    async fn member_remove(&self, req: Request<pb::MemberRemoveRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        let r = req.into_inner();
+        if !self.core.members().iter().any(|m| m.id == r.id) {
+            return Err(Status::not_found(format!("id: node {} is not a member", r.id)));
+        }
+        match self.core.membership_change(MembershipChange::Remove(r.id)).await? {
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+            Err(addr) => forward!(self, fwd, addr, member_remove, r),
+        }
+    }
+
+    async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        let m = self.core.raft.metrics().borrow().clone();
+        let keys = self.core.sm.inner.read().state.kv.len() as u64;
+        Ok(Response::new(pb::StatusResponse {
+            header: Some(self.core.header()),
+            applied_index: m.last_applied.map_or(0, |l| l.index),
+            last_log_index: m.last_log_index.unwrap_or(0),
+            snapshot_index: m.snapshot.map_or(0, |l| l.index),
+            keys,
+            state: format!("{:?}", m.state),
+        }))
+    }
+}
+
+fn deleted_of(r: &CommandResult) -> u64 {
+    match r {
+        CommandResult::Txn { deleted, .. } => *deleted,
+        _ => 0,
+    }
+}
+
+type Subscription = (broadcast::Receiver<Arc<RevisionEvents>>, Vec<Arc<RevisionEvents>>, u64);
+
+/// Subscribes to live changes and copies the history from `start` under one lock, so that no
+/// revision falls between the two and none is seen twice.
+fn subscribe(sm: &SmShared, start: u64) -> Result<Subscription, Status> {
+    let g = sm.inner.read();
+    let sub = sm.events.subscribe();
+    let current = g.revision();
+    let next = if start == 0 { current + 1 } else { start };
+    let backlog = if next > current {
+        Vec::new()
+    } else {
+        g.history.since(next).ok_or_else(|| compacted(next, g.history.start))?
+    };
+    Ok((sub, backlog, next))
+}
+
+async fn run_watch(
+    sm: Arc<SmShared>,
+    prefix: String,
+    mut sub: broadcast::Receiver<Arc<RevisionEvents>>,
+    backlog: Vec<Arc<RevisionEvents>>,
+    mut next: u64,
+    tx: mpsc::Sender<Result<pb::WatchResponse, Status>>,
+) {
+    // First message: the revision the watch is synced to, so a client can resume from it.
+    if tx
+        .send(Ok(pb::WatchResponse {
+            revision: next - 1,
+            events: vec![],
+        }))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut pending: std::collections::VecDeque<Arc<RevisionEvents>> = backlog.into();
+    loop {
+        while let Some(re) = pending.pop_front() {
+            if re.revision < next {
+                continue;
+            }
+            if re.reset {
+                let _ = tx.send(Err(compacted(next, re.revision + 1))).await;
+                return;
+            }
+            next = re.revision + 1;
+            let events: Vec<pb::WatchEvent> = re
+                .events
+                .iter()
+                .filter(|e| e.key.starts_with(&prefix))
+                .map(event_to_pb)
+                .collect();
+            if events.is_empty() {
+                continue;
+            }
+            let msg = pb::WatchResponse {
+                revision: re.revision,
+                events,
+            };
+            if tx.send(Ok(msg)).await.is_err() {
+                return;
+            }
+        }
+        tokio::select! {
+            _ = tx.closed() => return,
+            got = sub.recv() => match got {
+                Ok(re) => pending.push_back(re),
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Too slow for the live feed: catch up from the history instead.
+                    match subscribe(&sm, next) {
+                        Ok((s, backlog, _)) => {
+                            sub = s;
+                            pending.extend(backlog);
+                        }
+                        Err(status) => {
+                            let _ = tx.send(Err(status)).await;
+                            return;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The Raft type configuration and the commands that the replicated log carries.
+
+use std::io::Cursor;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+openraft::declare_raft_types!(
+    /// Ferry's Raft types: a [`Command`] goes in, a [`CommandResult`] comes out.
+    pub TypeConfig:
+        D = Command,
+        R = CommandResult,
+);
+
+/// Node ids are plain numbers, as Kafka's broker ids are.
+pub type NodeId = u64;
+/// A node's address as stored in the membership.
+pub type Node = openraft::BasicNode;
+/// The Raft handle for this store.
+pub type Raft = openraft::Raft<TypeConfig>;
+/// A log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// A log id.
+pub type LogId = openraft::LogId<NodeId>;
+/// A storage error as openraft wants it.
+pub type StorageError = openraft::StorageError<NodeId>;
+
+/// One replicated write. Every write, single key or not, is a [`Txn`] or a lease change.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Command {
+    /// Client-chosen id; a retry carrying the same id is applied once.
+    pub request_id: Option<String>,
+    /// What to do.
+    pub kind: CommandKind,
+}
+
+/// The kinds of replicated write.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum CommandKind {
+    /// Guards and operations applied all or nothing.
+    Txn(Txn),
+    /// Create a lease; its id is the revision of this entry.
+    LeaseGrant {
+        /// Time to live without keep-alive.
+        ttl_ms: u64,
+    },
+    /// Remove a lease and every key bound to it (a client revoke or a leader-decided expiry).
+    LeaseRevoke {
+        /// The lease.
+        id: u64,
+    },
+}
+
+/// A transaction: when every guard holds, every op is applied, in one revision.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Txn {
+    /// Conditions, checked in order.
+    pub guards: Vec<Guard>,
+    /// Changes, applied in order.
+    pub ops: Vec<Op>,
+}
+
+/// A condition on one key.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Guard {
+    /// The key checked.
+    pub key: String,
+    /// What must hold.
+    pub check: Check,
+}
+
+/// What a guard checks.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Check {
+    /// The key exists.
+    Exists,
+    /// The key does not exist.
+    Absent,
+    /// The key's version equals this (0 means absent).
+    Version(u64),
+    /// The key's mod revision equals this (0 means absent).
+    ModRevision(u64),
+    /// The key exists with exactly this value.
+    Value(Bytes),
+}
+
+/// One change.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Op {
+    /// Set a key, optionally bound to a lease (0 for none).
+    Put {
+        /// Key.
+        key: String,
+        /// Value.
+        value: Bytes,
+        /// Lease id or 0.
+        lease: u64,
+    },
+    /// Remove a key.
+    Delete {
+        /// Key.
+        key: String,
+    },
+    /// Remove every key under a prefix.
+    DeletePrefix {
+        /// Prefix.
+        prefix: String,
+    },
+}
+
+/// What applying a [`Command`] produced.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub enum CommandResult {
+    /// A non-command entry (blank or membership).
+    #[default]
+    Empty,
+    /// A transaction's outcome.
+    Txn {
+        /// The revision of the entry.
+        revision: u64,
+        /// Whether every guard held (and so the ops were applied).
+        succeeded: bool,
+        /// The first guard that failed and why.
+        failed_guard: Option<(u32, String)>,
+        /// Keys removed by delete operations.
+        deleted: u64,
+    },
+    /// A lease was created.
+    LeaseGranted {
+        /// The lease id.
+        id: u64,
+        /// Its time to live.
+        ttl_ms: u64,
+    },
+    /// A lease was removed, or was already gone.
+    LeaseRevoked {
+        /// Whether it existed.
+        found: bool,
+        /// The revision of the entry.
+        revision: u64,
+    },
+    /// The command could not apply as a whole (for example, a put names a lease that is gone).
+    Rejected {
+        /// Why, for people.
+        reason: String,
+    },
+}

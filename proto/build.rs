@@ -1,0 +1,14 @@
+//! Compiles the protos with protox, so no system `protoc` is needed.
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["proto/metastore.proto", "proto/raft.proto"];
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["proto"])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("descriptor.bin"), prost::Message::encode_to_vec(&fds))?;
+    tonic_prost_build::configure()
+        .bytes(".")
+        .compile_fds(fds)?;
+    Ok(())
+}

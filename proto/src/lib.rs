@@ -1,0 +1,14 @@
+//! Ferry's wire types: protobuf messages and gRPC services, generated at build time.
+
+/// The metastore's client API.
+pub mod metastore {
+    tonic::include_proto!("ferry.metastore.v1");
+}
+
+/// Internal Raft traffic between metastore nodes.
+pub mod raft {
+    tonic::include_proto!("ferry.raft.v1");
+}
+
+/// The encoded file descriptor set, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("descriptor");
