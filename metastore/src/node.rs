@@ -118,6 +118,7 @@ pub struct NodeHandle {
     pub raft: Raft,
     /// The state machine, for in-process inspection.
     pub sm: Arc<SmShared>,
+    core: Arc<NodeCore>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
 }
@@ -125,6 +126,7 @@ pub struct NodeHandle {
 impl NodeHandle {
     /// Stops the server and Raft, and waits for both.
     pub async fn shutdown(mut self) {
+        self.core.close();
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -200,7 +202,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| NodeError::Config(e.to_string()))?;
-    let metastore = MetastoreServer::new(MetastoreService::new(core))
+    let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_RAFT_MESSAGE)
         .max_encoding_message_size(MAX_RAFT_MESSAGE);
     let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index))
@@ -240,6 +242,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         addr,
         raft,
         sm: shared,
+        core,
         shutdown: Some(shutdown_tx),
         server,
     })

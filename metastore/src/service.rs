@@ -46,6 +46,8 @@ pub struct NodeCore {
     /// The lease keeper.
     pub leases: LeaseKeeper,
     peers: Mutex<BTreeMap<String, Channel>>,
+    /// Set when the node stops, so long-lived streams end and clients move on.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 enum ProposeError {
@@ -70,7 +72,13 @@ impl NodeCore {
             read_index,
             leases,
             peers: Mutex::new(BTreeMap::new()),
+            closing: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// Ends every open watch stream; called when the node stops.
+    pub fn close(&self) {
+        self.closing.send_replace(true);
     }
 
     fn header(&self) -> pb::ResponseHeader {
@@ -450,7 +458,8 @@ impl Metastore for MetastoreService {
         let sm = self.core.sm.clone();
         let (sub, backlog, next) = subscribe(&sm, r.start_revision)?;
         let (tx, rx) = mpsc::channel(256);
-        tokio::spawn(run_watch(sm, r.prefix, sub, backlog, next, tx));
+        let closing = self.core.closing.subscribe();
+        tokio::spawn(run_watch(sm, r.prefix, sub, backlog, next, tx, closing));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -602,6 +611,7 @@ async fn run_watch(
     backlog: Vec<Arc<RevisionEvents>>,
     mut next: u64,
     tx: mpsc::Sender<Result<pb::WatchResponse, Status>>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
 ) {
     // First message: the revision the watch is synced to, so a client can resume from it.
     if tx
@@ -644,6 +654,10 @@ async fn run_watch(
         }
         tokio::select! {
             _ = tx.closed() => return,
+            _ = async { let _ = closing.wait_for(|c| *c).await; } => {
+                let _ = tx.send(Err(Status::unavailable("node is shutting down"))).await;
+                return;
+            }
             got = sub.recv() => match got {
                 Ok(re) => pending.push_back(re),
                 Err(broadcast::error::RecvError::Lagged(_)) => {

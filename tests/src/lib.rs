@@ -1,1 +1,237 @@
+//! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metastore::{Client, NodeConfig, NodeHandle, RaftTuning};
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("binding an ephemeral loopback port")
+}
+
+/// Raft timing for tests: quick elections, but slack enough for a loaded 2-core machine.
+pub fn test_tuning() -> RaftTuning {
+    RaftTuning {
+        heartbeat_ms: 100,
+        election_min_ms: 600,
+        election_max_ms: 1200,
+        ..RaftTuning::default()
+    }
+}
+
+/// A cluster of nodes running in this process, each with its own data dir and gRPC port.
+pub struct Cluster {
+    /// The running nodes by position (None once stopped).
+    pub nodes: Vec<Option<NodeHandle>>,
+    /// Each node's address.
+    pub addrs: Vec<String>,
+    /// The data dirs live as long as the cluster.
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts `n` voters that form a cluster, and waits for a leader.
+    pub async fn start(n: u64) -> Self {
+        Self::start_with(n, |_| {}).await
+    }
+
+    /// Like [`Cluster::start`], with a chance to change each node's config.
+    pub async fn start_with(n: u64, tweak: impl Fn(&mut NodeConfig)) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let peers: BTreeMap<u64, String> = (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
+        let mut nodes = Vec::new();
+        for (id, addr) in &peers {
+            let mut cfg = NodeConfig::new(*id, dir.path().join(format!("n{id}")), addr.parse().unwrap(), peers.clone());
+            cfg.raft = test_tuning();
+            tweak(&mut cfg);
+            nodes.push(Some(metastore::start(cfg).await.expect("node starts")));
+        }
+        let c = Self {
+            nodes,
+            addrs: peers.values().cloned().collect(),
+            dir,
+        };
+        c.wait_leader().await;
+        c
+    }
+
+    /// A client of every node.
+    pub fn client(&self) -> Client {
+        Client::new(&self.addrs).expect("client")
+    }
+
+    /// A client that talks to node `i` first.
+    pub fn client_at(&self, i: usize) -> Client {
+        Client::new(&[self.addrs[i].clone()]).expect("client")
+    }
+
+    /// The index of the leader, waiting for one.
+    pub async fn wait_leader(&self) -> usize {
+        for _ in 0..600 {
+            for (i, n) in self.nodes.iter().enumerate() {
+                if let Some(n) = n {
+                    let m = n.raft.metrics().borrow().clone();
+                    if m.current_leader == Some(n.id) {
+                        return i;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no leader within 30 s");
+    }
+
+    /// Stops node `i` (its data stays).
+    pub async fn stop(&mut self, i: usize) {
+        if let Some(n) = self.nodes[i].take() {
+            n.shutdown().await;
+        }
+    }
+
+    /// Waits until every running node has applied at least `index`.
+    pub async fn wait_applied(&self, index: u64) {
+        for n in self.nodes.iter().flatten() {
+            let mut rx = n.sm.applied.subscribe();
+            tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|a| *a >= index))
+                .await
+                .expect("node caught up within 30 s")
+                .expect("state machine alive");
+        }
+    }
+
+    /// Stops every node.
+    pub async fn shutdown(mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+        }
+    }
+}
+
+/// The `ferry` binary, built once per test process (a no-op when it is up to date).
+pub fn ferry_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test executable path");
+        // target/<profile>/deps/<test> -> target/<profile>
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target profile dir").to_path_buf();
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(workspace).args(["build", "-q", "-p", "tools", "--bin", "ferry", "--bin", "ferry-bench"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("running cargo build for the ferry binary");
+        assert!(status.success(), "building the ferry binary failed");
+        profile_dir.join("ferry")
+    })
+    .clone()
+}
+
+/// The `ferry-bench` binary, next to `ferry`.
+pub fn ferry_bench_bin() -> PathBuf {
+    ferry_bin().with_file_name("ferry-bench")
+}
+
+/// A `ferry node` running as its own process.
+pub struct ProcNode {
+    /// The node id.
+    pub id: u64,
+    /// Its address.
+    pub addr: String,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl ProcNode {
+    /// Describes a node; call [`ProcNode::spawn`] to run it.
+    pub fn new(id: u64, addr: &str, data_dir: &Path, peers: &BTreeMap<u64, String>, join: bool) -> Self {
+        let peers_s = peers.iter().map(|(i, a)| format!("{i}={a}")).collect::<Vec<_>>().join(",");
+        let t = test_tuning();
+        let mut args = vec![
+            "node".to_string(),
+            "--id".into(),
+            id.to_string(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--listen".into(),
+            addr.to_string(),
+            "--peers".into(),
+            peers_s,
+            "--heartbeat-ms".into(),
+            t.heartbeat_ms.to_string(),
+            "--election-min-ms".into(),
+            t.election_min_ms.to_string(),
+            "--election-max-ms".into(),
+            t.election_max_ms.to_string(),
+            "--snapshot-every".into(),
+            "500".into(),
+        ];
+        if join {
+            args.push("--join".into());
+        }
+        Self {
+            id,
+            addr: addr.to_string(),
+            args,
+            child: None,
+        }
+    }
+
+    /// Starts the process.
+    pub fn spawn(&mut self) {
+        let child = Command::new(ferry_bin())
+            .args(&self.args)
+            .env("RUST_LOG", std::env::var("FERRY_TEST_NODE_LOG").unwrap_or_else(|_| "error".into()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawning ferry node");
+        self.child = Some(child);
+    }
+
+    /// SIGKILLs the process and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Whether the process runs.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for ProcNode {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Addresses for `n` nodes on free loopback ports, by id from 1.
+pub fn loopback_peers(n: u64) -> BTreeMap<u64, String> {
+    (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect()
+}
+
+/// Parses HOST:PORT.
+pub fn sock(addr: &str) -> SocketAddr {
+    addr.parse().expect("HOST:PORT")
+}

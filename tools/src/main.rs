@@ -1,1 +1,97 @@
-fn main(){}
+//! `ferry`: runs nodes and a local dev cluster, and talks to the metastore.
+
+mod dev;
+mod kv;
+mod members;
+mod node_cmd;
+
+use clap::{Parser, Subcommand};
+
+/// Ferry moves Kafka-style partition replicas between brokers and disks, with its coordination
+/// state in an embedded Raft quorum.
+#[derive(Parser)]
+#[command(name = "ferry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one node (a metastore voter).
+    Node(node_cmd::NodeArgs),
+    /// Run a local 3-node cluster in this process, with data in ./ferry-dev.
+    Dev(dev::DevArgs),
+    /// Read and write the metastore's keys.
+    Kv(kv::KvArgs),
+    /// Administer the metastore.
+    Metastore(members::MetastoreArgs),
+}
+
+fn init_tracing(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Node(a) => {
+            init_tracing("info,openraft=warn,sled=warn");
+            node_cmd::run(a).await
+        }
+        Command::Dev(a) => {
+            // Peers refuse connections while the nodes start; openraft logs that loudly.
+            init_tracing("warn,openraft=off");
+            dev::run(a).await
+        }
+        Command::Kv(a) => {
+            init_tracing("warn");
+            kv::run(a).await
+        }
+        Command::Metastore(a) => {
+            init_tracing("warn");
+            members::run(a).await
+        }
+    };
+    if let Err(e) = result {
+        match e.downcast_ref::<ExitCode>() {
+            // The command already said what went wrong.
+            Some(code) => std::process::exit(code.0),
+            None => {
+                eprintln!("error: {e:#}");
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+/// An error that asks for a particular exit code.
+#[derive(Debug, thiserror::Error)]
+#[error("exit code {0}")]
+pub struct ExitCode(pub i32);
+
+/// Waits for Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler only fails outside a tokio runtime");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Splits `HOST:PORT,HOST:PORT` into endpoints.
+pub fn endpoints(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|e| !e.is_empty()).map(String::from).collect()
+}
