@@ -1,1 +1,325 @@
-fn main(){}
+//! `ferry-bench`: a load generator for the metastore, with one backend trait so that other
+//! stores (etcd, ZooKeeper) can be driven by the same workloads.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use clap::{Parser, ValueEnum};
+use hdrhistogram::Histogram;
+use metastore::Client;
+use proto::metastore as pb;
+use rand::{Rng, SeedableRng};
+
+/// Drive a metastore with a fixed workload and report throughput and latency.
+#[derive(Parser, Clone)]
+#[command(name = "ferry-bench")]
+struct Args {
+    /// Store to drive.
+    #[arg(long, value_enum, default_value_t = BackendKind::Ferry)]
+    backend: BackendKind,
+    /// The store's members, HOST:PORT[,HOST:PORT...]; clients are spread over them.
+    #[arg(long)]
+    endpoints: String,
+    /// Workloads to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "put,txn10,get")]
+    workload: Vec<Workload>,
+    /// Concurrent clients, comma-separated list; each workload runs once per value.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Unmeasured seconds before each run.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Seed for key choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Keys the workloads spread over.
+    #[arg(long, default_value_t = 10_000)]
+    keys: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 256)]
+    value_size: usize,
+    /// Largest N tried by the bigvalue search.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_partitions: usize,
+    /// Print JSON lines only (no table).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
+enum BackendKind {
+    /// Ferry's metastore, through its client library.
+    Ferry,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
+enum Workload {
+    /// One key per request.
+    Put,
+    /// One atomic update of 10 keys.
+    Txn10,
+    /// Linearizable reads.
+    Get,
+    /// The largest Kafka-style reassignment one atomic request can write.
+    Bigvalue,
+}
+
+/// What every store offers the workloads. One value per client connection.
+trait Backend: Send + Sync + Sized + 'static {
+    /// Connects client number `i` (spread over the members).
+    fn connect(endpoints: &[String], i: usize) -> impl Future<Output = anyhow::Result<Self>> + Send;
+    /// Writes one key.
+    fn put(&self, key: &str, value: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Writes several keys atomically.
+    fn put_all(&self, kvs: Vec<(String, Bytes)>) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Reads one key linearizably.
+    fn get(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+struct FerryBackend {
+    client: Client,
+}
+
+impl Backend for FerryBackend {
+    async fn connect(endpoints: &[String], i: usize) -> anyhow::Result<Self> {
+        Ok(Self {
+            client: Client::new(endpoints)?.starting_at(i),
+        })
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> anyhow::Result<()> {
+        self.client.put(key, value).await?;
+        Ok(())
+    }
+
+    async fn put_all(&self, kvs: Vec<(String, Bytes)>) -> anyhow::Result<()> {
+        let ops = kvs
+            .into_iter()
+            .map(|(key, value)| pb::Op {
+                op: Some(pb::op::Op::Put(pb::PutOp { key, value, lease: 0 })),
+            })
+            .collect();
+        let r = self
+            .client
+            .txn(pb::TxnRequest {
+                guards: vec![],
+                ops,
+                request_id: String::new(),
+            })
+            .await?;
+        if !r.succeeded {
+            bail!("transaction failed: {}", r.failed_reason);
+        }
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> anyhow::Result<()> {
+        self.client.get(key).await?;
+        Ok(())
+    }
+}
+
+fn key(i: usize) -> String {
+    format!("/bench/k{i:07}")
+}
+
+/// One measured run.
+struct Report {
+    workload: Workload,
+    clients: usize,
+    ops: u64,
+    errors: u64,
+    secs: f64,
+    hist: Histogram<u64>,
+}
+
+async fn run_load<B: Backend>(args: &Args, endpoints: &[String], w: Workload, clients: usize) -> anyhow::Result<Report> {
+    let value = Bytes::from(vec![b'v'; args.value_size]);
+    let start = Instant::now();
+    let warm_until = start + Duration::from_secs_f64(args.warmup);
+    let end = warm_until + Duration::from_secs_f64(args.duration);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let backend = B::connect(endpoints, c).await?;
+        let value = value.clone();
+        let keys = args.keys;
+        let seed = args.seed.wrapping_add(c as u64);
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds");
+            let (mut ops, mut errors) = (0u64, 0u64);
+            loop {
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                let res = match w {
+                    Workload::Put => backend.put(&key(rng.random_range(0..keys)), value.clone()).await,
+                    Workload::Txn10 => {
+                        let kvs = (0..10).map(|_| (key(rng.random_range(0..keys)), value.clone())).collect();
+                        backend.put_all(kvs).await
+                    }
+                    Workload::Get => backend.get(&key(rng.random_range(0..keys))).await,
+                    Workload::Bigvalue => unreachable!("bigvalue is a search, not a timed load"),
+                };
+                if now >= warm_until {
+                    match res {
+                        Ok(()) => {
+                            ops += 1;
+                            let _ = hist.record(now.elapsed().as_micros().max(1) as u64);
+                        }
+                        Err(_) => errors += 1,
+                    }
+                }
+            }
+            (ops, errors, hist)
+        }));
+    }
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let (mut ops, mut errors) = (0, 0);
+    for t in tasks {
+        let (o, e, h) = t.await?;
+        ops += o;
+        errors += e;
+        hist.add(h)?;
+    }
+    Ok(Report {
+        workload: w,
+        clients,
+        ops,
+        errors,
+        secs: args.duration,
+        hist,
+    })
+}
+
+async fn preload<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
+    let b = B::connect(endpoints, 0).await?;
+    let value = Bytes::from(vec![b'v'; args.value_size]);
+    for chunk in (0..args.keys).collect::<Vec<_>>().chunks(1000) {
+        b.put_all(chunk.iter().map(|i| (key(*i), value.clone())).collect()).await?;
+    }
+    Ok(())
+}
+
+/// A reassignment entry as Kafka's JSON has it, one per partition key.
+fn reassignment_value(p: usize) -> Bytes {
+    let r = |k: usize| (p + k) % 100;
+    Bytes::from(format!(
+        "{{\"topic\":\"topic-{t}\",\"partition\":{p},\"replicas\":[{},{},{}],\"original_replicas\":[{},{},{}]}}",
+        r(1),
+        r(2),
+        r(3),
+        r(0),
+        r(1),
+        r(2),
+        t = p / 1000
+    ))
+}
+
+async fn try_big<B: Backend>(b: &B, n: usize, round: usize) -> bool {
+    let kvs = (0..n)
+        .map(|p| (format!("/bench/reassign/{round}/topic-{}/{p}", p / 1000), reassignment_value(p)))
+        .collect();
+    b.put_all(kvs).await.is_ok()
+}
+
+/// Finds the largest N (up to the maximum) for which one atomic request of N partitions commits.
+async fn bigvalue<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<(usize, Duration)> {
+    let b = B::connect(endpoints, 0).await?;
+    let (mut ok, mut bad) = (0usize, None::<usize>);
+    let mut n = 1000usize;
+    let mut round = 0;
+    let mut best_time = Duration::ZERO;
+    loop {
+        round += 1;
+        let t = Instant::now();
+        if try_big(&b, n, round).await {
+            ok = n;
+            best_time = t.elapsed();
+        } else {
+            bad = Some(n);
+        }
+        let next = match bad {
+            None if n >= args.max_partitions => break,
+            None => (n * 4).min(args.max_partitions),
+            Some(b) if b - ok <= (ok / 20).max(1) => break,
+            Some(b) => ok + (b - ok) / 2,
+        };
+        n = next;
+    }
+    Ok((ok, best_time))
+}
+
+fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let endpoints: Vec<String> = args.endpoints.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    if endpoints.is_empty() {
+        bail!("--endpoints is empty");
+    }
+    match args.backend {
+        BackendKind::Ferry => run_all::<FerryBackend>(&args, &endpoints).await,
+    }
+}
+
+async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
+    let backend = format!("{:?}", args.backend).to_lowercase();
+    if args.workload.iter().any(|w| *w == Workload::Get) {
+        preload::<B>(args, endpoints).await.context("preloading keys")?;
+    }
+    if !args.json {
+        println!(
+            "{:<8} {:<9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7}",
+            "backend", "workload", "clients", "ops/s", "p50 ms", "p99 ms", "max ms", "errors"
+        );
+    }
+    for &w in &args.workload {
+        if w == Workload::Bigvalue {
+            let (n, took) = bigvalue::<B>(args, endpoints).await?;
+            if !args.json {
+                println!("{backend:<8} bigvalue  largest atomic reassignment: {n} partitions ({:.2} s to commit)", took.as_secs_f64());
+            }
+            println!(
+                "{{\"backend\":\"{backend}\",\"workload\":\"bigvalue\",\"partitions\":{n},\"commit_ms\":{:.1}}}",
+                took.as_secs_f64() * 1000.0
+            );
+            continue;
+        }
+        for &c in &args.clients {
+            let r = run_load::<B>(args, endpoints, w, c).await?;
+            let rate = r.ops as f64 / r.secs;
+            let (p50, p99, max) = (r.hist.value_at_quantile(0.5), r.hist.value_at_quantile(0.99), r.hist.max());
+            if !args.json {
+                println!(
+                    "{backend:<8} {:<9} {:>7} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+                    format!("{:?}", r.workload).to_lowercase(),
+                    r.clients,
+                    rate,
+                    ms(p50),
+                    ms(p99),
+                    ms(max),
+                    r.errors
+                );
+            }
+            println!(
+                "{{\"backend\":\"{backend}\",\"workload\":\"{}\",\"clients\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{:.1},\"p50_us\":{p50},\"p99_us\":{p99},\"max_us\":{max}}}",
+                format!("{:?}", r.workload).to_lowercase(),
+                r.clients,
+                r.ops,
+                r.errors,
+                rate
+            );
+        }
+    }
+    Ok(())
+}
