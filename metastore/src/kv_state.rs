@@ -51,6 +51,9 @@ pub struct Event {
 /// view while writes go on.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
 pub struct KvState {
+    /// The store's revision: bumped by each command that changes something, so that every
+    /// committed change has its own revision even when many commands share one log entry.
+    pub revision: u64,
     /// The key-value map.
     pub kv: im::OrdMap<String, KvEntry>,
     /// Live leases by id.
@@ -67,13 +70,16 @@ impl KvState {
         self.dedup.get(request_id)
     }
 
-    /// Applies one committed command at `revision`, pushing the changes it makes to `events`.
-    pub fn apply(&mut self, revision: u64, cmd: &Command, events: &mut Vec<Event>) -> CommandResult {
+    /// Applies one committed command, pushing the changes it makes to `events`. A command that
+    /// changes the store gets the next revision; one that changes nothing leaves it.
+    pub fn apply(&mut self, cmd: &Command, events: &mut Vec<Event>) -> CommandResult {
         if let Some(id) = &cmd.request_id {
             if let Some(done) = self.dedup.get(id) {
                 return done.clone();
             }
         }
+        let revision = self.revision + 1;
+        let before = events.len();
         let result = match &cmd.kind {
             CommandKind::Txn(txn) => self.apply_txn(revision, txn, events),
             CommandKind::LeaseGrant { ttl_ms } => {
@@ -93,6 +99,21 @@ impl KvState {
                 let found = self.revoke_lease(*id, revision, events);
                 CommandResult::LeaseRevoked { found, revision }
             }
+        };
+        let changed = events.len() > before
+            || matches!(result, CommandResult::LeaseGranted { .. } | CommandResult::LeaseRevoked { found: true, .. });
+        if changed {
+            self.revision = revision;
+        }
+        let result = match result {
+            CommandResult::Txn { succeeded, failed_guard, deleted, .. } => CommandResult::Txn {
+                revision: self.revision,
+                succeeded,
+                failed_guard,
+                deleted,
+            },
+            CommandResult::LeaseRevoked { found, .. } => CommandResult::LeaseRevoked { found, revision: self.revision },
+            other => other,
         };
         if let Some(id) = &cmd.request_id {
             self.remember(id.clone(), result.clone());
@@ -278,21 +299,23 @@ mod tests {
     fn revisions_and_versions_advance() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(5, &txn(vec![], vec![put("/a", "1")]), &mut ev);
-        s.apply(7, &txn(vec![], vec![put("/a", "2")]), &mut ev);
+        s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
+        s.apply(&txn(vec![], vec![put("/b", "1")]), &mut ev);
+        // A change-free command keeps the revision.
+        s.apply(&txn(vec![], vec![Op::Delete { key: "/none".into() }]), &mut ev);
+        s.apply(&txn(vec![], vec![put("/a", "2")]), &mut ev);
         let e = &s.kv["/a"];
-        assert_eq!((e.create_revision, e.mod_revision, e.version), (5, 7, 2));
-        assert_eq!(ev.len(), 2);
+        assert_eq!((e.create_revision, e.mod_revision, e.version), (1, 3, 2));
+        assert_eq!(s.revision, 3);
+        assert_eq!(ev.len(), 3);
     }
 
     #[test]
     fn failed_guard_applies_nothing_and_names_the_guard() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(1, &txn(vec![], vec![put("/a", "1")]), &mut ev);
-        let r = s.apply(
-            2,
-            &txn(
+        s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
+        let r = s.apply(&txn(
                 vec![
                     Guard { key: "/a".into(), check: Check::Exists },
                     Guard { key: "/a".into(), check: Check::Version(9) },
@@ -318,8 +341,8 @@ mod tests {
         let mut ev = vec![];
         let mut c = txn(vec![], vec![put("/a", "1")]);
         c.request_id = Some("r1".into());
-        let first = s.apply(1, &c, &mut ev);
-        let again = s.apply(2, &c, &mut ev);
+        let first = s.apply(&c, &mut ev);
+        let again = s.apply(&c, &mut ev);
         assert_eq!(first, again);
         assert_eq!(s.kv["/a"].version, 1);
     }
@@ -328,15 +351,13 @@ mod tests {
     fn lease_revoke_deletes_bound_keys_only() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(1, &Command { request_id: None, kind: CommandKind::LeaseGrant { ttl_ms: 1000 } }, &mut ev);
-        s.apply(
-            2,
-            &txn(vec![], vec![Op::Put { key: "/l".into(), value: Bytes::new(), lease: 1 }, put("/k", "v")]),
+        s.apply(&Command { request_id: None, kind: CommandKind::LeaseGrant { ttl_ms: 1000 } }, &mut ev);
+        s.apply(&txn(vec![], vec![Op::Put { key: "/l".into(), value: Bytes::new(), lease: 1 }, put("/k", "v")]),
             &mut ev,
         );
-        let r = s.apply(3, &txn(vec![], vec![Op::Put { key: "/x".into(), value: Bytes::new(), lease: 42 }]), &mut ev);
+        let r = s.apply(&txn(vec![], vec![Op::Put { key: "/x".into(), value: Bytes::new(), lease: 42 }]), &mut ev);
         assert!(matches!(r, CommandResult::Rejected { .. }));
-        s.apply(4, &Command { request_id: None, kind: CommandKind::LeaseRevoke { id: 1 } }, &mut ev);
+        s.apply(&Command { request_id: None, kind: CommandKind::LeaseRevoke { id: 1 } }, &mut ev);
         assert!(s.kv.get("/l").is_none());
         assert!(s.kv.get("/k").is_some());
         assert!(s.leases.is_empty());
@@ -346,8 +367,8 @@ mod tests {
     fn delete_prefix_removes_only_the_prefix() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(1, &txn(vec![], vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")]), &mut ev);
-        let r = s.apply(2, &txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
+        s.apply(&txn(vec![], vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")]), &mut ev);
+        let r = s.apply(&txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
         assert!(matches!(r, CommandResult::Txn { deleted: 2, .. }));
         assert_eq!(s.kv.len(), 2);
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use crate::proposer::Proposer;
 use crate::state_machine::SmShared;
 use crate::types::{Command, CommandKind, NodeId, Raft};
 
@@ -34,16 +35,18 @@ pub enum KeepAliveError {
 pub struct LeaseKeeper {
     id: NodeId,
     raft: Raft,
+    proposer: Proposer,
     sm: Arc<SmShared>,
     deadlines: Arc<Mutex<HashMap<u64, Instant>>>,
 }
 
 impl LeaseKeeper {
     /// Starts the expiry task.
-    pub fn start(id: NodeId, raft: Raft, sm: Arc<SmShared>) -> Self {
+    pub fn start(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>) -> Self {
         let keeper = Self {
             id,
             raft,
+            proposer,
             sm,
             deadlines: Arc::new(Mutex::new(HashMap::new())),
         };
@@ -102,13 +105,13 @@ impl LeaseKeeper {
                 expired
             };
             for id in expired {
-                let raft = self.raft.clone();
+                let proposer = self.proposer.clone();
                 tokio::spawn(async move {
                     let cmd = Command {
                         request_id: None,
                         kind: CommandKind::LeaseRevoke { id },
                     };
-                    if let Err(e) = raft.client_write(cmd).await {
+                    if let Err(e) = proposer.propose(cmd).await {
                         tracing::debug!(lease = id, error = %e, "lease expiry not committed; will retry");
                     }
                 });

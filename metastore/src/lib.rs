@@ -8,6 +8,7 @@ pub mod lease;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod proposer;
 pub mod read_index;
 pub mod service;
 pub mod state_machine;

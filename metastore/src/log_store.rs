@@ -1,16 +1,19 @@
 //! The Raft log on sled, durable before it is acknowledged.
 //!
-//! Appends are written to sled and handed to one flusher task. The flusher takes every append
-//! queued while the previous fsync ran and covers them all with one `flush_async`, then reports
-//! them done: group commit, so one fsync serves many writes. The vote, truncation and purge
-//! flush before they return.
+//! Appends are written to sled and handed to one flusher thread. The flusher takes every append
+//! queued while the previous fsync ran and covers them all with one `flush`, then reports them
+//! done: group commit, so one fsync serves many writes. The vote, truncation and purge flush
+//! before they return.
+//!
+//! The flusher is a plain thread calling sled's blocking `flush`, not `flush_async`: the latter
+//! hands each flush to sled's thread pool, whose `notify_all` wakes every idle pool thread per job,
+//! and those futex storms were most of a leader's CPU time.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError, Vote};
-use tokio::sync::mpsc;
 
 use crate::codec;
 use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
@@ -19,13 +22,18 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged";
 
+/// How long the flusher waits for more appends once it has seen concurrent ones.
+const FLUSH_LINGER: std::time::Duration = std::time::Duration::from_micros(300);
+/// The flusher stops waiting once this many appends are queued.
+const FLUSH_LINGER_MAX: usize = 64;
+
 /// The sled-backed Raft log; clones share the same trees.
 #[derive(Clone)]
 pub struct LogStore {
     db: sled::Db,
     logs: sled::Tree,
     meta: sled::Tree,
-    flush_tx: mpsc::UnboundedSender<LogFlushed<TypeConfig>>,
+    flush_tx: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
 }
 
 fn index_key(index: u64) -> [u8; 8] {
@@ -41,12 +49,16 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
 }
 
 impl LogStore {
-    /// Opens the log in `db`. Must be called inside a tokio runtime (it starts the flusher).
+    /// Opens the log in `db` and starts its flusher thread.
     pub fn open(db: sled::Db) -> Result<Self, sled::Error> {
         let logs = db.open_tree("raft_log")?;
         let meta = db.open_tree("raft_meta")?;
-        let (flush_tx, flush_rx) = mpsc::unbounded_channel();
-        tokio::spawn(run_flusher(db.clone(), flush_rx));
+        let (flush_tx, flush_rx) = std::sync::mpsc::channel();
+        let flusher_db = db.clone();
+        std::thread::Builder::new()
+            .name("ferry-log-flush".into())
+            .spawn(move || run_flusher(flusher_db, flush_rx))
+            .map_err(sled::Error::Io)?;
         Ok(Self {
             db,
             logs,
@@ -56,7 +68,10 @@ impl LogStore {
     }
 
     async fn flush(&self) -> Result<(), sled::Error> {
-        self.db.flush_async().await.map(|_| ())
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || db.flush().map(|_| ()))
+            .await
+            .map_err(|e| sled::Error::Io(std::io::Error::other(e.to_string())))?
     }
 
     fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
@@ -71,15 +86,35 @@ impl LogStore {
     }
 }
 
-/// Covers queued appends with one fsync each round.
-async fn run_flusher(db: sled::Db, mut rx: mpsc::UnboundedReceiver<LogFlushed<TypeConfig>>) {
+/// Covers queued appends with one fsync each round; ends when every log store handle is gone.
+fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
     let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
+    let mut last_batch = 0;
+    let mut stats = (0u64, 0u64);
+    while let Ok(first) = rx.recv() {
         batch.push(first);
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
-        let res = db.flush_async().await.map(|_| ());
+        // Under concurrent load, wait a moment for more appends: each sled flush costs far more
+        // CPU than the wait. A lone writer (last batch of one) never waits.
+        if last_batch > 1 {
+            let deadline = std::time::Instant::now() + FLUSH_LINGER;
+            while batch.len() < FLUSH_LINGER_MAX {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(left) {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
+                }
+            }
+        }
+        last_batch = batch.len();
+        stats.0 += 1;
+        stats.1 += batch.len() as u64;
+        if stats.0 % 2000 == 0 {
+            tracing::debug!(flushes = stats.0, appends = stats.1, "log flusher");
+        }
+        let res = db.flush().map(|_| ());
         for cb in batch.drain(..) {
             let r = res.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string()));
             cb.log_io_completed(r);
@@ -164,7 +199,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.insert(&index_key(entry.log_id.index), codec::encode(&entry));
         }
         self.logs.apply_batch(batch).map_err(write_err)?;
-        if let Err(mpsc::error::SendError(cb)) = self.flush_tx.send(callback) {
+        if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
             let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));
             cb.log_io_completed(r);

@@ -1,7 +1,11 @@
 //! Raft traffic between nodes over gRPC: the client side openraft calls, and the server side.
 //! Messages are openraft's own types, encoded by [`codec`].
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
@@ -38,18 +42,35 @@ pub fn raft_client(addr: &str) -> Result<RaftClient<Channel>, tonic::transport::
         .max_encoding_message_size(MAX_RAFT_MESSAGE))
 }
 
-/// Makes [`PeerClient`]s for openraft.
+/// Makes [`PeerClient`]s for openraft, sharing one HTTP/2 connection per peer: openraft asks
+/// for a new client on every read-index round, and a fresh connection each time costs a handshake.
 #[derive(Clone, Default)]
-pub struct NetworkFactory;
+pub struct NetworkFactory {
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
+        let client = {
+            let mut channels = self.channels.lock();
+            match channels.get(&node.addr) {
+                Some(c) => Some(c.clone()),
+                None => channel(&node.addr).ok().inspect(|c| {
+                    channels.insert(node.addr.clone(), c.clone());
+                }),
+            }
+        }
+        .map(|c| {
+            RaftClient::new(c)
+                .max_decoding_message_size(MAX_RAFT_MESSAGE)
+                .max_encoding_message_size(MAX_RAFT_MESSAGE)
+        });
         PeerClient {
             target,
             addr: node.addr.clone(),
-            client: None,
+            client,
         }
     }
 }

@@ -12,10 +12,12 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
 
 use crate::lease::LeaseKeeper;
 use crate::log_store::LogStore;
 use crate::network::{NetworkFactory, RaftService, MAX_RAFT_MESSAGE};
+use crate::proposer::Proposer;
 use crate::read_index::ReadIndex;
 use crate::service::{MetastoreService, NodeCore};
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
@@ -180,11 +182,12 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         source,
     })?;
 
-    let raft = Raft::new(cfg.id, config, NetworkFactory, log_store, sm)
+    let raft = Raft::new(cfg.id, config, NetworkFactory::default(), log_store, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
     let read_index = ReadIndex::start(raft.clone());
-    let leases = LeaseKeeper::start(cfg.id, raft.clone(), shared.clone());
+    let proposer = Proposer::start(raft.clone());
+    let leases = LeaseKeeper::start(cfg.id, raft.clone(), proposer.clone(), shared.clone());
     let core = Arc::new(NodeCore::new(
         cfg.id,
         raft.clone(),
@@ -192,6 +195,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         cfg.limits.clone(),
         read_index.clone(),
         leases,
+        proposer,
     ));
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -209,6 +213,13 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         .max_decoding_message_size(MAX_RAFT_MESSAGE)
         .max_encoding_message_size(MAX_RAFT_MESSAGE);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    // Our own listener bypasses the builder's tcp_nodelay; without it, Nagle and delayed ACKs
+    // add 40 ms to small request/response exchanges.
+    let incoming = TcpListenerStream::new(listener).map(|s| {
+        s.inspect(|s| {
+            let _ = s.set_nodelay(true);
+        })
+    });
     let server = tokio::spawn(async move {
         let res = tonic::transport::Server::builder()
             .tcp_nodelay(true)
@@ -216,7 +227,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             .add_service(reflection)
             .add_service(metastore)
             .add_service(raft_svc)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = shutdown_rx.await;
             })
             .await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::Stream;
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 use parking_lot::Mutex;
 use proto::metastore as pb;
@@ -21,6 +21,7 @@ use tonic::{Request, Response, Status};
 use crate::kv_state::{Event, KvEntry};
 use crate::lease::{KeepAliveError, LeaseKeeper};
 use crate::network::{self, MAX_RAFT_MESSAGE};
+use crate::proposer::{ProposeError, Proposer};
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::state_machine::{RevisionEvents, SmShared};
 use crate::types::{Command, CommandKind, CommandResult, Node, NodeId, Raft, Txn};
@@ -45,12 +46,15 @@ pub struct NodeCore {
     pub read_index: ReadIndex,
     /// The lease keeper.
     pub leases: LeaseKeeper,
+    /// Batches writes into proposals.
+    pub proposer: Proposer,
     peers: Mutex<BTreeMap<String, Channel>>,
     /// Set when the node stops, so long-lived streams end and clients move on.
     closing: tokio::sync::watch::Sender<bool>,
 }
 
-enum ProposeError {
+/// Where a write goes when this node cannot apply it.
+enum Route {
     Forward(String),
     Status(Status),
 }
@@ -63,7 +67,15 @@ impl From<InvalidRequest> for Status {
 
 impl NodeCore {
     /// Bundles a node's parts.
-    pub fn new(id: NodeId, raft: Raft, sm: Arc<SmShared>, limits: Limits, read_index: ReadIndex, leases: LeaseKeeper) -> Self {
+    pub fn new(
+        id: NodeId,
+        raft: Raft,
+        sm: Arc<SmShared>,
+        limits: Limits,
+        read_index: ReadIndex,
+        leases: LeaseKeeper,
+        proposer: Proposer,
+    ) -> Self {
         Self {
             id,
             raft,
@@ -71,6 +83,7 @@ impl NodeCore {
             limits,
             read_index,
             leases,
+            proposer,
             peers: Mutex::new(BTreeMap::new()),
             closing: tokio::sync::watch::channel(false).0,
         }
@@ -82,9 +95,11 @@ impl NodeCore {
     }
 
     fn header(&self) -> pb::ResponseHeader {
-        let m = self.raft.metrics().borrow().clone();
+        let revision = self.sm.inner.read().revision();
+        let rx = self.raft.metrics();
+        let m = rx.borrow();
         pb::ResponseHeader {
-            revision: self.sm.inner.read().revision(),
+            revision,
             member_id: self.id,
             leader_id: m.current_leader.unwrap_or(0),
             raft_term: m.current_term,
@@ -126,23 +141,22 @@ impl NodeCore {
         }
     }
 
-    async fn propose(&self, cmd: Command) -> Result<CommandResult, ProposeError> {
-        loop {
-            match self.raft.client_write(cmd.clone()).await {
-                Ok(r) => return Ok(r.data),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                    if let Some(n) = f.leader_node {
-                        return Err(ProposeError::Forward(n.addr));
-                    }
-                    match self.leader_addr().await {
-                        Some((id, _)) if id == self.id => continue,
-                        Some((_, addr)) => return Err(ProposeError::Forward(addr)),
-                        None => return Err(ProposeError::Status(Status::unavailable("no leader elected"))),
-                    }
+    async fn propose(&self, cmd: Command) -> Result<CommandResult, Route> {
+        for _ in 0..3 {
+            match self.proposer.propose(cmd.clone()).await {
+                Ok(r) => return Ok(r),
+                Err(ProposeError::NotLeader { leader: Some((id, addr)) }) if id != self.id => {
+                    return Err(Route::Forward(addr))
                 }
-                Err(e) => return Err(ProposeError::Status(Status::unavailable(e.to_string()))),
+                Err(ProposeError::NotLeader { .. }) => match self.leader_addr().await {
+                    Some((id, _)) if id == self.id => continue,
+                    Some((_, addr)) => return Err(Route::Forward(addr)),
+                    None => return Err(Route::Status(Status::unavailable("no leader elected"))),
+                },
+                Err(e) => return Err(Route::Status(Status::unavailable(e.to_string()))),
             }
         }
+        Err(Route::Status(Status::unavailable("leadership is changing")))
     }
 
     /// Waits until this node has applied everything committed before the call (read index).
@@ -158,7 +172,7 @@ impl NodeCore {
                         .map(|(_, a)| a)
                         .ok_or_else(|| Status::unavailable("no leader elected"))?,
                 };
-                let mut c = network::raft_client(&addr).map_err(|e| Status::unavailable(e.to_string()))?;
+                let mut c = proto::raft::raft_client::RaftClient::new(self.peer(&addr)?);
                 c.read_index(proto::raft::ReadIndexRequest {}).await?.into_inner().index
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
@@ -179,17 +193,49 @@ impl NodeCore {
         match self.propose(Command { request_id, kind }).await {
             Ok(CommandResult::Rejected { reason }) => Err(Status::failed_precondition(reason)),
             Ok(r) => Ok(Ok(r)),
-            Err(ProposeError::Forward(addr)) => Ok(Err(addr)),
-            Err(ProposeError::Status(s)) => Err(s),
+            Err(Route::Forward(addr)) => Ok(Err(addr)),
+            Err(Route::Status(s)) => Err(s),
         }
     }
 
     async fn membership_change(&self, change: MembershipChange) -> Result<Result<(), String>, Status> {
-        let res = match change {
-            MembershipChange::AddLearner(id, addr) => self.raft.add_learner(id, Node::new(addr), true).await.map(|_| ()),
+        // A change while another is still committing (a fresh cluster's first membership, say)
+        // waits for it instead of failing.
+        let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+        loop {
+            let res = self.try_membership_change(&change).await;
+            match res {
+                Ok(()) => return Ok(Ok(())),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    return match f.leader_node {
+                        Some(n) => Ok(Err(n.addr)),
+                        None => Err(Status::unavailable("no leader elected")),
+                    }
+                }
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::InProgress(_))))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                    return Err(Status::failed_precondition(e.to_string()))
+                }
+                Err(e) => return Err(Status::unavailable(e.to_string())),
+            }
+        }
+    }
+
+    async fn try_membership_change(
+        &self,
+        change: &MembershipChange,
+    ) -> Result<(), RaftError<NodeId, ClientWriteError<NodeId, Node>>> {
+        match change {
+            MembershipChange::AddLearner(id, addr) => {
+                self.raft.add_learner(*id, Node::new(addr.clone()), true).await.map(|_| ())
+            }
             MembershipChange::Promote(id) => self
                 .raft
-                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+                .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([*id])), false)
                 .await
                 .map(|_| ()),
             MembershipChange::Remove(id) => {
@@ -200,25 +246,14 @@ impl NodeCore {
                     .membership_config
                     .membership()
                     .voter_ids()
-                    .any(|v| v == id);
+                    .any(|v| v == *id);
                 let change = if voter {
-                    ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+                    ChangeMembers::RemoveVoters(BTreeSet::from([*id]))
                 } else {
-                    ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+                    ChangeMembers::RemoveNodes(BTreeSet::from([*id]))
                 };
                 self.raft.change_membership(change, false).await.map(|_| ())
             }
-        };
-        match res {
-            Ok(()) => Ok(Ok(())),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => match f.leader_node {
-                Some(n) => Ok(Err(n.addr)),
-                None => Err(Status::unavailable("no leader elected")),
-            },
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(Status::failed_precondition(e.to_string()))
-            }
-            Err(e) => Err(Status::unavailable(e.to_string())),
         }
     }
 

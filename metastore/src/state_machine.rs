@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::codec;
 use crate::kv_state::{Event, KvState};
-use crate::types::{CommandResult, Entry, LogId, Node, NodeId, StorageError, TypeConfig};
+use crate::types::{Entry, ProposalResult, LogId, Node, NodeId, StorageError, TypeConfig};
 
 /// Default number of events kept for watchers that resume from an older revision.
 pub const DEFAULT_HISTORY_EVENTS: usize = 200_000;
@@ -87,6 +87,11 @@ pub struct SmInner {
 impl SmInner {
     /// The store's current revision.
     pub fn revision(&self) -> u64 {
+        self.state.revision
+    }
+
+    /// The last applied log index (what a read index is compared with).
+    pub fn applied_index(&self) -> u64 {
         self.last_applied.map_or(0, |l| l.index)
     }
 }
@@ -97,7 +102,7 @@ pub struct SmShared {
     pub inner: RwLock<SmInner>,
     /// Every applied revision with changes, for live watchers.
     pub events: broadcast::Sender<Arc<RevisionEvents>>,
-    /// The last applied index, for readers that wait for a read index.
+    /// The last applied log index, for readers that wait for a read index.
     pub applied: watch::Sender<u64>,
 }
 
@@ -141,14 +146,13 @@ impl StateMachine {
             }
             None => (None, StoredMembership::default(), KvState::default()),
         };
-        let revision = last_applied.map_or(0, |l| l.index);
         let (events, _) = broadcast::channel(4096);
-        let (applied, _) = watch::channel(revision);
+        let (applied, _) = watch::channel(last_applied.map_or(0, |l| l.index));
         let inner = SmInner {
             last_applied,
             membership,
+            history: History::new(state.revision + 1, history_events),
             state,
-            history: History::new(revision + 1, history_events),
         };
         Ok(Self {
             shared: Arc::new(SmShared {
@@ -241,43 +245,45 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((g.last_applied, g.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<CommandResult>, StorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<ProposalResult>, StorageError>
     where
         I: IntoIterator<Item = Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
     {
         let mut results = Vec::new();
-        let revision = {
+        let applied_index = {
             let mut g = self.shared.inner.write();
             for entry in entries {
                 g.last_applied = Some(entry.log_id);
-                let rev = entry.log_id.index;
                 match entry.payload {
-                    EntryPayload::Blank => results.push(CommandResult::Empty),
-                    EntryPayload::Normal(cmd) => {
-                        let mut events = Vec::new();
-                        let r = g.state.apply(rev, &cmd, &mut events);
-                        if !events.is_empty() {
-                            let re = Arc::new(RevisionEvents {
-                                revision: rev,
-                                events,
-                                reset: false,
-                            });
-                            g.history.push(re.clone());
-                            // No receiver is not an error: nobody watches.
-                            let _ = self.shared.events.send(re);
+                    EntryPayload::Blank => results.push(ProposalResult::default()),
+                    EntryPayload::Normal(proposal) => {
+                        let mut out = Vec::with_capacity(proposal.commands.len());
+                        for cmd in &proposal.commands {
+                            let mut events = Vec::new();
+                            out.push(g.state.apply(cmd, &mut events));
+                            if !events.is_empty() {
+                                let re = Arc::new(RevisionEvents {
+                                    revision: g.state.revision,
+                                    events,
+                                    reset: false,
+                                });
+                                g.history.push(re.clone());
+                                // No receiver is not an error: nobody watches.
+                                let _ = self.shared.events.send(re);
+                            }
                         }
-                        results.push(r);
+                        results.push(ProposalResult { results: out });
                     }
                     EntryPayload::Membership(m) => {
                         g.membership = StoredMembership::new(Some(entry.log_id), m);
-                        results.push(CommandResult::Empty);
+                        results.push(ProposalResult::default());
                     }
                 }
             }
-            g.revision()
+            g.applied_index()
         };
-        self.shared.applied.send_replace(revision);
+        self.shared.applied.send_replace(applied_index);
         Ok(results)
     }
 
@@ -302,7 +308,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             .await
             .map_err(|e| snap_write_err(std::io::Error::other(e.to_string())))?
             .map_err(snap_write_err)?;
-        let revision = {
+        let applied_index = {
             let mut g = self.shared.inner.write();
             g.last_applied = meta.last_log_id;
             g.membership = meta.last_membership.clone();
@@ -315,9 +321,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 events: Vec::new(),
                 reset: true,
             }));
-            rev
+            g.applied_index()
         };
-        self.shared.applied.send_replace(revision);
+        self.shared.applied.send_replace(applied_index);
         Ok(())
     }
 

@@ -6,11 +6,26 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 openraft::declare_raft_types!(
-    /// Ferry's Raft types: a [`Command`] goes in, a [`CommandResult`] comes out.
+    /// Ferry's Raft types: a [`Proposal`] goes in, a [`ProposalResult`] comes out.
     pub TypeConfig:
-        D = Command,
-        R = CommandResult,
+        D = Proposal,
+        R = ProposalResult,
 );
+
+/// What one log entry carries: the commands of concurrent clients, batched so that one append,
+/// one fsync and one replication round serve them all. Each command still applies on its own.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Proposal {
+    /// The commands, applied in order.
+    pub commands: Vec<Command>,
+}
+
+/// The results of a [`Proposal`], one per command.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct ProposalResult {
+    /// In the order of the commands.
+    pub results: Vec<CommandResult>,
+}
 
 /// Node ids are plain numbers, as Kafka's broker ids are.
 pub type NodeId = u64;

@@ -104,14 +104,15 @@ impl Cluster {
         }
     }
 
-    /// Waits until every running node has applied at least `index`.
-    pub async fn wait_applied(&self, index: u64) {
+    /// Waits until every running node's store has reached `revision`.
+    pub async fn wait_revision(&self, revision: u64) {
         for n in self.nodes.iter().flatten() {
-            let mut rx = n.sm.applied.subscribe();
-            tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|a| *a >= index))
-                .await
-                .expect("node caught up within 30 s")
-                .expect("state machine alive");
+            let mut tries = 0;
+            while n.sm.inner.read().revision() < revision {
+                assert!(tries < 600, "node {} did not reach revision {revision} within 30 s", n.id);
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
     }
 

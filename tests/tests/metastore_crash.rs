@@ -97,7 +97,7 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
         let mut tries = 0;
         loop {
             match client.status_of(i).await {
-                Ok(s) if s.applied_index >= last => break,
+                Ok(s) if s.header.as_ref().is_some_and(|h| h.revision >= last) => break,
                 _ if tries > 300 => panic!("node at {} did not catch up", endpoints[i]),
                 _ => {
                     tries += 1;

@@ -53,7 +53,7 @@ async fn grow_to_four_and_shrink_back_under_writes() {
     c.stop(3).await;
 
     let rev = c.client().put("/m-done", "x").await.unwrap();
-    c.wait_applied(rev).await;
+    c.wait_revision(rev).await;
     for i in 0..3 {
         let node = c.client_at(i);
         let kvs = node

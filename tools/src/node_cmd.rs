@@ -26,6 +26,9 @@ pub struct NodeArgs {
     /// Join an existing cluster (added with `ferry metastore members add-learner`) instead of forming one.
     #[arg(long)]
     join: bool,
+    /// Worker threads of the node's async runtime (0 = one per core).
+    #[arg(long, default_value_t = 1, env = "FERRY_NODE_THREADS")]
+    pub threads: usize,
     /// Raft heartbeat interval in ms.
     #[arg(long, default_value_t = RaftTuning::default().heartbeat_ms)]
     heartbeat_ms: u64,
