@@ -56,7 +56,10 @@ struct Inner {
 }
 
 fn retryable(s: &Status) -> bool {
-    matches!(s.code(), Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded)
+    matches!(
+        s.code(),
+        Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
+    )
 }
 
 impl Client {
@@ -67,7 +70,9 @@ impl Client {
         }
         let channels = endpoints
             .iter()
-            .map(|e| network::channel(e).map_err(|err| ClientError::Endpoint(format!("{e}: {err}"))))
+            .map(|e| {
+                network::channel(e).map_err(|err| ClientError::Endpoint(format!("{e}: {err}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -83,7 +88,9 @@ impl Client {
 
     /// A client that starts at endpoint `i` (to spread clients over nodes).
     pub fn starting_at(self, i: usize) -> Self {
-        self.inner.current.store(i % self.inner.endpoints.len(), Ordering::Relaxed);
+        self.inner
+            .current
+            .store(i % self.inner.endpoints.len(), Ordering::Relaxed);
         self
     }
 
@@ -94,7 +101,11 @@ impl Client {
 
     /// A fresh request id, unique to this client.
     pub fn new_request_id(&self) -> String {
-        format!("{}-{}", self.inner.client_id, self.inner.seq.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{}-{}",
+            self.inner.client_id,
+            self.inner.seq.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     fn client_at(&self, i: usize) -> MetastoreClient<Channel> {
@@ -121,10 +132,12 @@ impl Client {
                         return Err(ClientError::Unavailable(s.message().to_string()));
                     }
                     let n = self.inner.endpoints.len();
-                    let _ = self
-                        .inner
-                        .current
-                        .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
+                    let _ = self.inner.current.compare_exchange(
+                        i,
+                        (i + 1) % n,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    );
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }
@@ -139,13 +152,16 @@ impl Client {
         F: FnOnce(MetastoreClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
-        f(self.client_at(i)).await.map(|r| r.into_inner()).map_err(|s| {
-            if retryable(&s) {
-                ClientError::Unavailable(s.message().to_string())
-            } else {
-                ClientError::Server(s)
-            }
-        })
+        f(self.client_at(i))
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| {
+                if retryable(&s) {
+                    ClientError::Unavailable(s.message().to_string())
+                } else {
+                    ClientError::Server(s)
+                }
+            })
     }
 
     /// Puts a value; returns the revision after the write.
@@ -154,18 +170,24 @@ impl Client {
     }
 
     /// Puts a value bound to a lease (0 for none).
-    pub async fn put_with_lease(&self, key: &str, value: impl Into<Bytes>, lease: u64) -> Result<u64, ClientError> {
+    pub async fn put_with_lease(
+        &self,
+        key: &str,
+        value: impl Into<Bytes>,
+        lease: u64,
+    ) -> Result<u64, ClientError> {
         let req = pb::PutRequest {
             key: key.to_string(),
             value: value.into(),
             lease,
             request_id: self.new_request_id(),
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.put(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.put(req).await }
+            })
+            .await?;
         Ok(r.header.map_or(0, |h| h.revision))
     }
 
@@ -175,16 +197,21 @@ impl Client {
     }
 
     /// Reads a key; `serializable` reads the local replica of whichever node answers.
-    pub async fn get_opt(&self, key: &str, serializable: bool) -> Result<Option<pb::KeyValue>, ClientError> {
+    pub async fn get_opt(
+        &self,
+        key: &str,
+        serializable: bool,
+    ) -> Result<Option<pb::KeyValue>, ClientError> {
         let req = pb::GetRequest {
             key: key.to_string(),
             serializable,
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.get(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.get(req).await }
+            })
+            .await?;
         Ok(r.kv)
     }
 
@@ -213,11 +240,12 @@ impl Client {
             key: key.to_string(),
             request_id: self.new_request_id(),
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.delete(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.delete(req).await }
+            })
+            .await?;
         Ok(r.deleted)
     }
 
@@ -227,11 +255,12 @@ impl Client {
             prefix: prefix.to_string(),
             request_id: self.new_request_id(),
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.delete_prefix(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.delete_prefix(req).await }
+            })
+            .await?;
         Ok(r.deleted)
     }
 
@@ -254,17 +283,19 @@ impl Client {
             ttl_ms,
             request_id: self.new_request_id(),
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.lease_grant(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.lease_grant(req).await }
+            })
+            .await?;
         Ok(r.id)
     }
 
     /// Renews a lease; returns its TTL.
     pub async fn lease_keep_alive(&self, id: u64) -> Result<u64, ClientError> {
-        let r = self.call(|mut c| async move { c.lease_keep_alive(pb::LeaseKeepAliveRequest { id }).await })
+        let r = self
+            .call(|mut c| async move { c.lease_keep_alive(pb::LeaseKeepAliveRequest { id }).await })
             .await?;
         Ok(r.ttl_ms)
     }
@@ -285,7 +316,11 @@ impl Client {
 
     /// Watches a prefix from `start_revision` (0 = from now). The stream survives node failures:
     /// it reconnects to another node and resumes after the last revision it delivered.
-    pub fn watch(&self, prefix: &str, start_revision: u64) -> mpsc::Receiver<Result<pb::WatchResponse, ClientError>> {
+    pub fn watch(
+        &self,
+        prefix: &str,
+        start_revision: u64,
+    ) -> mpsc::Receiver<Result<pb::WatchResponse, ClientError>> {
         let (tx, rx) = mpsc::channel(1024);
         let client = self.clone();
         let prefix = prefix.to_string();
@@ -337,14 +372,18 @@ impl Client {
             }
             let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
             if since.elapsed() > deadline_window {
-                let _ = tx.send(Err(ClientError::Unavailable(err.message().to_string()))).await;
+                let _ = tx
+                    .send(Err(ClientError::Unavailable(err.message().to_string())))
+                    .await;
                 return;
             }
             let n = self.inner.endpoints.len();
-            let _ = self
-                .inner
-                .current
-                .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
+            let _ = self.inner.current.compare_exchange(
+                i,
+                (i + 1) % n,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
             if tx.is_closed() {
                 return;
             }
@@ -354,38 +393,53 @@ impl Client {
 
     /// The cluster's members.
     pub async fn member_list(&self) -> Result<Vec<pb::Member>, ClientError> {
-        let r = self.call(|mut c| async move { c.member_list(pb::MemberListRequest {}).await }).await?;
+        let r = self
+            .call(|mut c| async move { c.member_list(pb::MemberListRequest {}).await })
+            .await?;
         Ok(r.members)
     }
 
     /// Adds a non-voting member and waits until it has caught up.
-    pub async fn member_add_learner(&self, id: u64, addr: &str) -> Result<Vec<pb::Member>, ClientError> {
+    pub async fn member_add_learner(
+        &self,
+        id: u64,
+        addr: &str,
+    ) -> Result<Vec<pb::Member>, ClientError> {
         let req = pb::MemberAddLearnerRequest {
             id,
             addr: addr.to_string(),
         };
-        let r = self.call(|mut c| {
-            let req = req.clone();
-            async move { c.member_add_learner(req).await }
-        })
-        .await?;
+        let r = self
+            .call(|mut c| {
+                let req = req.clone();
+                async move { c.member_add_learner(req).await }
+            })
+            .await?;
         Ok(r.members)
     }
 
     /// Makes a learner a voter.
     pub async fn member_promote(&self, id: u64) -> Result<Vec<pb::Member>, ClientError> {
-        let r = self.call(|mut c| async move { c.member_promote(pb::MemberPromoteRequest { id }).await }).await?;
+        let r = self
+            .call(|mut c| async move { c.member_promote(pb::MemberPromoteRequest { id }).await })
+            .await?;
         Ok(r.members)
     }
 
     /// Removes a member.
     pub async fn member_remove(&self, id: u64) -> Result<Vec<pb::Member>, ClientError> {
-        let r = self.call(|mut c| async move { c.member_remove(pb::MemberRemoveRequest { id }).await }).await?;
+        let r = self
+            .call(|mut c| async move { c.member_remove(pb::MemberRemoveRequest { id }).await })
+            .await?;
         Ok(r.members)
     }
 
     /// The status of endpoint `i`.
     pub async fn status_of(&self, i: usize) -> Result<pb::StatusResponse, ClientError> {
-        self.call_endpoint(i, |mut c| async move { c.status(pb::StatusRequest {}).await }).await
+        self.call_endpoint(
+            i,
+            |mut c| async move { c.status(pb::StatusRequest {}).await },
+        )
+        .await
     }
 }

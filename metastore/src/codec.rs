@@ -51,6 +51,9 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
 }
 
 /// Decodes from a reader; the version byte must already be consumed.
-pub fn decode_from_reader<T: DeserializeOwned, R: std::io::Read>(r: &mut R) -> Result<T, CodecError> {
-    bincode::serde::decode_from_std_read(r, config()).map_err(|e| CodecError::Malformed(e.to_string()))
+pub fn decode_from_reader<T: DeserializeOwned, R: std::io::Read>(
+    r: &mut R,
+) -> Result<T, CodecError> {
+    bincode::serde::decode_from_std_read(r, config())
+        .map_err(|e| CodecError::Malformed(e.to_string()))
 }

@@ -101,18 +101,30 @@ impl KvState {
             }
         };
         let changed = events.len() > before
-            || matches!(result, CommandResult::LeaseGranted { .. } | CommandResult::LeaseRevoked { found: true, .. });
+            || matches!(
+                result,
+                CommandResult::LeaseGranted { .. }
+                    | CommandResult::LeaseRevoked { found: true, .. }
+            );
         if changed {
             self.revision = revision;
         }
         let result = match result {
-            CommandResult::Txn { succeeded, failed_guard, deleted, .. } => CommandResult::Txn {
+            CommandResult::Txn {
+                succeeded,
+                failed_guard,
+                deleted,
+                ..
+            } => CommandResult::Txn {
                 revision: self.revision,
                 succeeded,
                 failed_guard,
                 deleted,
             },
-            CommandResult::LeaseRevoked { found, .. } => CommandResult::LeaseRevoked { found, revision: self.revision },
+            CommandResult::LeaseRevoked { found, .. } => CommandResult::LeaseRevoked {
+                found,
+                revision: self.revision,
+            },
             other => other,
         };
         if let Some(id) = &cmd.request_id {
@@ -136,9 +148,14 @@ impl KvState {
         for (i, g) in guards.iter().enumerate() {
             let cur = self.kv.get(&g.key);
             let failed = match (&g.check, cur) {
-                (Check::Exists, None) => Some("expected the key to exist, it is absent".to_string()),
+                (Check::Exists, None) => {
+                    Some("expected the key to exist, it is absent".to_string())
+                }
                 (Check::Exists, Some(_)) => None,
-                (Check::Absent, Some(e)) => Some(format!("expected the key to be absent, it exists at version {}", e.version)),
+                (Check::Absent, Some(e)) => Some(format!(
+                    "expected the key to be absent, it exists at version {}",
+                    e.version
+                )),
                 (Check::Absent, None) => None,
                 (Check::Version(v), e) => {
                     let found = e.map_or(0, |e| e.version);
@@ -148,7 +165,9 @@ impl KvState {
                     let found = e.map_or(0, |e| e.mod_revision);
                     (found != *r).then(|| format!("expected mod revision {r}, found {found}"))
                 }
-                (Check::Value(v), Some(e)) => (e.value != *v).then(|| "the value differs".to_string()),
+                (Check::Value(v), Some(e)) => {
+                    (e.value != *v).then(|| "the value differs".to_string())
+                }
                 (Check::Value(_), None) => Some("expected a value, the key is absent".to_string()),
             };
             if let Some(reason) = failed {
@@ -172,7 +191,9 @@ impl KvState {
             if let Op::Put { key, lease, .. } = op {
                 if *lease != 0 && !self.leases.contains_key(lease) {
                     return CommandResult::Rejected {
-                        reason: format!("lease {lease} for key {key} not found (expired or revoked)"),
+                        reason: format!(
+                            "lease {lease} for key {key} not found (expired or revoked)"
+                        ),
                     };
                 }
             }
@@ -180,7 +201,9 @@ impl KvState {
         let mut deleted = 0;
         for op in &txn.ops {
             match op {
-                Op::Put { key, value, lease } => self.put(revision, key, value.clone(), *lease, events),
+                Op::Put { key, value, lease } => {
+                    self.put(revision, key, value.clone(), *lease, events)
+                }
                 Op::Delete { key } => deleted += u64::from(self.delete(revision, key, events)),
                 Op::DeletePrefix { prefix } => {
                     let keys: Vec<String> = self
@@ -302,7 +325,15 @@ mod tests {
         s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
         s.apply(&txn(vec![], vec![put("/b", "1")]), &mut ev);
         // A change-free command keeps the revision.
-        s.apply(&txn(vec![], vec![Op::Delete { key: "/none".into() }]), &mut ev);
+        s.apply(
+            &txn(
+                vec![],
+                vec![Op::Delete {
+                    key: "/none".into(),
+                }],
+            ),
+            &mut ev,
+        );
         s.apply(&txn(vec![], vec![put("/a", "2")]), &mut ev);
         let e = &s.kv["/a"];
         assert_eq!((e.create_revision, e.mod_revision, e.version), (1, 3, 2));
@@ -315,17 +346,28 @@ mod tests {
         let mut s = KvState::default();
         let mut ev = vec![];
         s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
-        let r = s.apply(&txn(
+        let r = s.apply(
+            &txn(
                 vec![
-                    Guard { key: "/a".into(), check: Check::Exists },
-                    Guard { key: "/a".into(), check: Check::Version(9) },
+                    Guard {
+                        key: "/a".into(),
+                        check: Check::Exists,
+                    },
+                    Guard {
+                        key: "/a".into(),
+                        check: Check::Version(9),
+                    },
                 ],
                 vec![put("/b", "x"), Op::Delete { key: "/a".into() }],
             ),
             &mut ev,
         );
         match r {
-            CommandResult::Txn { succeeded: false, failed_guard: Some((1, reason)), .. } => {
+            CommandResult::Txn {
+                succeeded: false,
+                failed_guard: Some((1, reason)),
+                ..
+            } => {
                 assert!(reason.contains("expected version 9, found 1"), "{reason}")
             }
             other => panic!("unexpected {other:?}"),
@@ -351,13 +393,46 @@ mod tests {
     fn lease_revoke_deletes_bound_keys_only() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(&Command { request_id: None, kind: CommandKind::LeaseGrant { ttl_ms: 1000 } }, &mut ev);
-        s.apply(&txn(vec![], vec![Op::Put { key: "/l".into(), value: Bytes::new(), lease: 1 }, put("/k", "v")]),
+        s.apply(
+            &Command {
+                request_id: None,
+                kind: CommandKind::LeaseGrant { ttl_ms: 1000 },
+            },
             &mut ev,
         );
-        let r = s.apply(&txn(vec![], vec![Op::Put { key: "/x".into(), value: Bytes::new(), lease: 42 }]), &mut ev);
+        s.apply(
+            &txn(
+                vec![],
+                vec![
+                    Op::Put {
+                        key: "/l".into(),
+                        value: Bytes::new(),
+                        lease: 1,
+                    },
+                    put("/k", "v"),
+                ],
+            ),
+            &mut ev,
+        );
+        let r = s.apply(
+            &txn(
+                vec![],
+                vec![Op::Put {
+                    key: "/x".into(),
+                    value: Bytes::new(),
+                    lease: 42,
+                }],
+            ),
+            &mut ev,
+        );
         assert!(matches!(r, CommandResult::Rejected { .. }));
-        s.apply(&Command { request_id: None, kind: CommandKind::LeaseRevoke { id: 1 } }, &mut ev);
+        s.apply(
+            &Command {
+                request_id: None,
+                kind: CommandKind::LeaseRevoke { id: 1 },
+            },
+            &mut ev,
+        );
         assert!(s.kv.get("/l").is_none());
         assert!(s.kv.get("/k").is_some());
         assert!(s.leases.is_empty());
@@ -367,8 +442,27 @@ mod tests {
     fn delete_prefix_removes_only_the_prefix() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(&txn(vec![], vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")]), &mut ev);
-        let r = s.apply(&txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
+        s.apply(
+            &txn(
+                vec![],
+                vec![
+                    put("/a/1", ""),
+                    put("/a/2", ""),
+                    put("/ab", ""),
+                    put("/b", ""),
+                ],
+            ),
+            &mut ev,
+        );
+        let r = s.apply(
+            &txn(
+                vec![],
+                vec![Op::DeletePrefix {
+                    prefix: "/a/".into(),
+                }],
+            ),
+            &mut ev,
+        );
         assert!(matches!(r, CommandResult::Txn { deleted: 2, .. }));
         assert_eq!(s.kv.len(), 2);
     }

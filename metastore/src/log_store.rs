@@ -74,7 +74,10 @@ impl LogStore {
             .map_err(|e| sled::Error::Io(std::io::Error::other(e.to_string())))?
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
+    fn get_meta<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<T>, StorageError> {
         match self.meta.get(key).map_err(read_err)? {
             None => Ok(None),
             Some(v) => codec::decode(&v).map(Some).map_err(read_err),
@@ -90,7 +93,6 @@ impl LogStore {
 fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
     let mut batch = Vec::new();
     let mut last_batch = 0;
-    let mut stats = (0u64, 0u64);
     while let Ok(first) = rx.recv() {
         batch.push(first);
         while let Ok(more) = rx.try_recv() {
@@ -109,14 +111,12 @@ fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig
             }
         }
         last_batch = batch.len();
-        stats.0 += 1;
-        stats.1 += batch.len() as u64;
-        if stats.0 % 2000 == 0 {
-            tracing::debug!(flushes = stats.0, appends = stats.1, "log flusher");
-        }
         let res = db.flush().map(|_| ());
         for cb in batch.drain(..) {
-            let r = res.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string()));
+            let r = res
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string()));
             cb.log_io_completed(r);
         }
     }
@@ -169,7 +169,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta
             .insert(KEY_VOTE, codec::encode(vote))
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        self.flush().await.map_err(|e| StorageIOError::write_vote(&e))?;
+        self.flush()
+            .await
+            .map_err(|e| StorageIOError::write_vote(&e))?;
         Ok(())
     }
 
@@ -189,7 +191,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.get_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -201,7 +207,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.logs.apply_batch(batch).map_err(write_err)?;
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
-            let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));
+            let r = self
+                .flush()
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()));
             cb.log_io_completed(r);
         }
         Ok(())

@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use proto::raft::raft_client::RaftClient;
 use proto::raft::{RaftPayload, ReadIndexRequest, ReadIndexResponse};
@@ -108,18 +110,27 @@ impl PeerClient {
         T: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let raw = self.call_raw(rpc, data, option.hard_ttl()).await.map_err(|e| match e {
-            CallError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
-            CallError::Network(_) => RPCError::Network(NetworkError::new(&e)),
-        })?;
+        let raw = self
+            .call_raw(rpc, data, option.hard_ttl())
+            .await
+            .map_err(|e| match e {
+                CallError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+                CallError::Network(_) => RPCError::Network(NetworkError::new(&e)),
+            })?;
         let res: Result<T, RaftError<NodeId, E>> =
             codec::decode(&raw).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 
-    async fn call_raw(&mut self, rpc: Rpc, data: Vec<u8>, ttl: Duration) -> Result<Vec<u8>, CallError> {
+    async fn call_raw(
+        &mut self,
+        rpc: Rpc,
+        data: Vec<u8>,
+        ttl: Duration,
+    ) -> Result<Vec<u8>, CallError> {
         if self.client.is_none() {
-            self.client = Some(raft_client(&self.addr).map_err(|e| CallError::Unreachable(e.to_string()))?);
+            self.client =
+                Some(raft_client(&self.addr).map_err(|e| CallError::Unreachable(e.to_string()))?);
         }
         // Set just above; cloning a tonic client is cheap.
         let mut client = self.client.clone().expect("client was set above");
@@ -132,7 +143,9 @@ impl PeerClient {
         };
         match res {
             Ok(r) => Ok(r.into_inner().data.to_vec()),
-            Err(s) if s.code() == tonic::Code::Unavailable => Err(CallError::Unreachable(s.message().to_string())),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                Err(CallError::Unreachable(s.message().to_string()))
+            }
             Err(s) => Err(CallError::Network(format!("{}: {}", s.code(), s.message()))),
         }
     }
@@ -151,7 +164,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>> {
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>,
+    > {
         self.call(Rpc::Snapshot, codec::encode(&rpc), &option).await
     }
 
@@ -178,7 +194,8 @@ impl RaftService {
 }
 
 fn decode_rpc<T: DeserializeOwned>(req: Request<RaftPayload>) -> Result<T, Status> {
-    codec::decode(&req.into_inner().data).map_err(|e| Status::invalid_argument(format!("raft payload: {e}")))
+    codec::decode(&req.into_inner().data)
+        .map_err(|e| Status::invalid_argument(format!("raft payload: {e}")))
 }
 
 fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
@@ -189,7 +206,10 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 
 #[tonic::async_trait]
 impl proto::raft::raft_server::Raft for RaftService {
-    async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+    async fn append_entries(
+        &self,
+        req: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = decode_rpc(req)?;
         reply(&self.raft.append_entries(rpc).await)
     }
@@ -199,15 +219,23 @@ impl proto::raft::raft_server::Raft for RaftService {
         reply(&self.raft.vote(rpc).await)
     }
 
-    async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+    async fn install_snapshot(
+        &self,
+        req: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
         let rpc: InstallSnapshotRequest<TypeConfig> = decode_rpc(req)?;
         reply(&self.raft.install_snapshot(rpc).await)
     }
 
-    async fn read_index(&self, _req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
+    async fn read_index(
+        &self,
+        _req: Request<ReadIndexRequest>,
+    ) -> Result<Response<ReadIndexResponse>, Status> {
         match self.read_index.read_index().await {
             Ok(index) => Ok(Response::new(ReadIndexResponse { index })),
-            Err(ReadIndexError::NotLeader { .. }) => Err(Status::failed_precondition("not the leader")),
+            Err(ReadIndexError::NotLeader { .. }) => {
+                Err(Status::failed_precondition("not the leader"))
+            }
             Err(e) => Err(Status::unavailable(e.to_string())),
         }
     }

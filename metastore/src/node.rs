@@ -74,7 +74,12 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     /// A config with default tuning.
-    pub fn new(id: NodeId, data_dir: PathBuf, listen: SocketAddr, peers: BTreeMap<NodeId, String>) -> Self {
+    pub fn new(
+        id: NodeId,
+        data_dir: PathBuf,
+        listen: SocketAddr,
+        peers: BTreeMap<NodeId, String>,
+    ) -> Self {
         Self {
             id,
             data_dir,
@@ -160,7 +165,10 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         return Err(NodeError::Config("--id must be greater than 0".into()));
     }
     if !cfg.join && !cfg.peers.is_empty() && !cfg.peers.contains_key(&cfg.id) {
-        return Err(NodeError::Config(format!("--peers does not name this node's id {}", cfg.id)));
+        return Err(NodeError::Config(format!(
+            "--peers does not name this node's id {}",
+            cfg.id
+        )));
     }
     let config = Arc::new(raft_config(&cfg.raft)?);
     std::fs::create_dir_all(&cfg.data_dir).map_err(|e| NodeError::Storage(e.to_string()))?;
@@ -173,10 +181,12 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let sm = StateMachine::open(&cfg.data_dir.join("snapshots"), cfg.history_events)
         .map_err(|e| NodeError::Storage(e.to_string()))?;
     let shared = sm.shared.clone();
-    let listener = TcpListener::bind(cfg.listen).await.map_err(|source| NodeError::Listen {
-        addr: cfg.listen,
-        source,
-    })?;
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| NodeError::Listen {
+            addr: cfg.listen,
+            source,
+        })?;
     let addr = listener.local_addr().map_err(|source| NodeError::Listen {
         addr: cfg.listen,
         source,
@@ -237,11 +247,17 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     });
 
     if !cfg.join && !cfg.peers.is_empty() {
-        let initialized = raft.is_initialized().await.map_err(|e| NodeError::Raft(e.to_string()))?;
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| NodeError::Raft(e.to_string()))?;
         if !initialized {
             // Every founding node proposes the same membership; openraft accepts that.
-            let members: BTreeMap<NodeId, Node> =
-                cfg.peers.iter().map(|(id, a)| (*id, Node::new(a.clone()))).collect();
+            let members: BTreeMap<NodeId, Node> = cfg
+                .peers
+                .iter()
+                .map(|(id, a)| (*id, Node::new(a.clone())))
+                .collect();
             if let Err(e) = raft.initialize(members).await {
                 tracing::info!(error = %e, "not initializing: cluster already formed");
             }

@@ -31,7 +31,11 @@ pub enum ProposeError {
     Unavailable(String),
 }
 
-type Pending = (Command, usize, oneshot::Sender<Result<CommandResult, ProposeError>>);
+type Pending = (
+    Command,
+    usize,
+    oneshot::Sender<Result<CommandResult, ProposeError>>,
+);
 
 /// Hands commands to the batching task.
 #[derive(Clone)]
@@ -42,16 +46,17 @@ pub struct Proposer {
 /// A rough size of a command in the log, to bound a batch.
 fn approx_size(cmd: &Command) -> usize {
     let ops = match &cmd.kind {
-        CommandKind::Txn(t) => t
-            .ops
-            .iter()
-            .map(|op| match op {
-                Op::Put { key, value, .. } => key.len() + value.len(),
-                Op::Delete { key } => key.len(),
-                Op::DeletePrefix { prefix } => prefix.len(),
-            })
-            .sum::<usize>()
-            + t.guards.iter().map(|g| g.key.len() + 16).sum::<usize>(),
+        CommandKind::Txn(t) => {
+            t.ops
+                .iter()
+                .map(|op| match op {
+                    Op::Put { key, value, .. } => key.len() + value.len(),
+                    Op::Delete { key } => key.len(),
+                    Op::DeletePrefix { prefix } => prefix.len(),
+                })
+                .sum::<usize>()
+                + t.guards.iter().map(|g| g.key.len() + 16).sum::<usize>()
+        }
         _ => 0,
     };
     ops + 64
@@ -110,7 +115,8 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
         let raft = raft.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let (commands, waiters): (Vec<Command>, Vec<_>) = batch.into_iter().map(|(c, _, t)| (c, t)).unzip();
+            let (commands, waiters): (Vec<Command>, Vec<_>) =
+                batch.into_iter().map(|(c, _, t)| (c, t)).unzip();
             match raft.client_write(Proposal { commands }).await {
                 Ok(resp) => {
                     for (w, r) in waiters.into_iter().zip(resp.data.results) {
@@ -119,9 +125,11 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
                 }
                 Err(e) => {
                     let err = match e {
-                        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ProposeError::NotLeader {
-                            leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
-                        },
+                        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                            ProposeError::NotLeader {
+                                leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
+                            }
+                        }
                         other => ProposeError::Unavailable(other.to_string()),
                     };
                     for w in waiters {

@@ -57,9 +57,11 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Waiter>) {
         }
         let res = match raft.get_read_log_id().await {
             Ok((read_log_id, _)) => Ok(read_log_id.map_or(0, |l| l.index)),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(ReadIndexError::NotLeader {
-                leader: f.leader_id.zip(f.leader_node.map(|n: Node| n.addr)),
-            }),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                Err(ReadIndexError::NotLeader {
+                    leader: f.leader_id.zip(f.leader_node.map(|n: Node| n.addr)),
+                })
+            }
             Err(e) => Err(ReadIndexError::Unavailable(e.to_string())),
         };
         for w in waiters.drain(..) {

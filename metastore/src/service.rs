@@ -111,7 +111,8 @@ impl NodeCore {
         if let Some(c) = peers.get(addr) {
             return Ok(c.clone());
         }
-        let c = network::channel(addr).map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))?;
+        let c = network::channel(addr)
+            .map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))?;
         peers.insert(addr.to_string(), c.clone());
         Ok(c)
     }
@@ -135,7 +136,10 @@ impl NodeCore {
                     }
                 }
             }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
                 return None;
             }
         }
@@ -145,9 +149,9 @@ impl NodeCore {
         for _ in 0..3 {
             match self.proposer.propose(cmd.clone()).await {
                 Ok(r) => return Ok(r),
-                Err(ProposeError::NotLeader { leader: Some((id, addr)) }) if id != self.id => {
-                    return Err(Route::Forward(addr))
-                }
+                Err(ProposeError::NotLeader {
+                    leader: Some((id, addr)),
+                }) if id != self.id => return Err(Route::Forward(addr)),
                 Err(ProposeError::NotLeader { .. }) => match self.leader_addr().await {
                     Some((id, _)) if id == self.id => continue,
                     Some((_, addr)) => return Err(Route::Forward(addr)),
@@ -173,7 +177,10 @@ impl NodeCore {
                         .ok_or_else(|| Status::unavailable("no leader elected"))?,
                 };
                 let mut c = proto::raft::raft_client::RaftClient::new(self.peer(&addr)?);
-                c.read_index(proto::raft::ReadIndexRequest {}).await?.into_inner().index
+                c.read_index(proto::raft::ReadIndexRequest {})
+                    .await?
+                    .into_inner()
+                    .index
             }
             Err(e) => return Err(Status::unavailable(e.to_string())),
         };
@@ -185,11 +192,17 @@ impl NodeCore {
         if reached {
             Ok(())
         } else {
-            Err(Status::unavailable(format!("this node has not applied up to read index {index}")))
+            Err(Status::unavailable(format!(
+                "this node has not applied up to read index {index}"
+            )))
         }
     }
 
-    async fn write(&self, request_id: Option<String>, kind: CommandKind) -> Result<Result<CommandResult, String>, Status> {
+    async fn write(
+        &self,
+        request_id: Option<String>,
+        kind: CommandKind,
+    ) -> Result<Result<CommandResult, String>, Status> {
         match self.propose(Command { request_id, kind }).await {
             Ok(CommandResult::Rejected { reason }) => Err(Status::failed_precondition(reason)),
             Ok(r) => Ok(Ok(r)),
@@ -198,7 +211,10 @@ impl NodeCore {
         }
     }
 
-    async fn membership_change(&self, change: MembershipChange) -> Result<Result<(), String>, Status> {
+    async fn membership_change(
+        &self,
+        change: MembershipChange,
+    ) -> Result<Result<(), String>, Status> {
         // A change while another is still committing (a fresh cluster's first membership, say)
         // waits for it instead of failing.
         let deadline = tokio::time::Instant::now() + LEADER_WAIT;
@@ -212,9 +228,9 @@ impl NodeCore {
                         None => Err(Status::unavailable("no leader elected")),
                     }
                 }
-                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(ChangeMembershipError::InProgress(_))))
-                    if tokio::time::Instant::now() < deadline =>
-                {
+                Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                    ChangeMembershipError::InProgress(_),
+                ))) if tokio::time::Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
                 Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
@@ -230,9 +246,11 @@ impl NodeCore {
         change: &MembershipChange,
     ) -> Result<(), RaftError<NodeId, ClientWriteError<NodeId, Node>>> {
         match change {
-            MembershipChange::AddLearner(id, addr) => {
-                self.raft.add_learner(*id, Node::new(addr.clone()), true).await.map(|_| ())
-            }
+            MembershipChange::AddLearner(id, addr) => self
+                .raft
+                .add_learner(*id, Node::new(addr.clone()), true)
+                .await
+                .map(|_| ()),
             MembershipChange::Promote(id) => self
                 .raft
                 .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([*id])), false)
@@ -296,7 +314,8 @@ fn is_forwarded<T>(req: &Request<T>) -> bool {
 
 fn forwarded<T>(msg: T) -> Request<T> {
     let mut r = Request::new(msg);
-    r.metadata_mut().insert(FORWARDED, tonic::metadata::MetadataValue::from_static("1"));
+    r.metadata_mut()
+        .insert(FORWARDED, tonic::metadata::MetadataValue::from_static("1"));
     r
 }
 
@@ -372,20 +391,35 @@ impl Metastore for MetastoreService {
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let kv = self.core.sm.inner.read().state.kv.get(&r.key).map(|e| to_pb(&r.key, e));
+        let kv = self
+            .core
+            .sm
+            .inner
+            .read()
+            .state
+            .kv
+            .get(&r.key)
+            .map(|e| to_pb(&r.key, e));
         Ok(Response::new(pb::GetResponse {
             header: Some(self.core.header()),
             kv,
         }))
     }
 
-    async fn range(&self, req: Request<pb::RangeRequest>) -> Result<Response<pb::RangeResponse>, Status> {
+    async fn range(
+        &self,
+        req: Request<pb::RangeRequest>,
+    ) -> Result<Response<pb::RangeResponse>, Status> {
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let limit = if r.limit == 0 { usize::MAX } else { r.limit as usize };
+        let limit = if r.limit == 0 {
+            usize::MAX
+        } else {
+            r.limit as usize
+        };
         let start = if r.start_after.is_empty() || r.start_after < r.prefix {
             r.prefix.clone()
         } else {
@@ -420,7 +454,10 @@ impl Metastore for MetastoreService {
         }))
     }
 
-    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+    async fn delete(
+        &self,
+        req: Request<pb::DeleteRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         validate::key("key", &r.key, &self.core.limits)?;
@@ -438,14 +475,19 @@ impl Metastore for MetastoreService {
         }
     }
 
-    async fn delete_prefix(&self, req: Request<pb::DeletePrefixRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+    async fn delete_prefix(
+        &self,
+        req: Request<pb::DeletePrefixRequest>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
         let txn = Txn {
             guards: vec![],
-            ops: vec![crate::types::Op::DeletePrefix { prefix: r.prefix.clone() }],
+            ops: vec![crate::types::Op::DeletePrefix {
+                prefix: r.prefix.clone(),
+            }],
         };
         match self.core.write(rid, CommandKind::Txn(txn)).await? {
             Ok(res) => Ok(Response::new(pb::DeleteResponse {
@@ -498,17 +540,26 @@ impl Metastore for MetastoreService {
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
-    async fn lease_grant(&self, req: Request<pb::LeaseGrantRequest>) -> Result<Response<pb::LeaseGrantResponse>, Status> {
+    async fn lease_grant(
+        &self,
+        req: Request<pb::LeaseGrantRequest>,
+    ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         validate::lease_ttl(r.ttl_ms, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
-        match self.core.write(rid, CommandKind::LeaseGrant { ttl_ms: r.ttl_ms }).await? {
-            Ok(CommandResult::LeaseGranted { id, ttl_ms }) => Ok(Response::new(pb::LeaseGrantResponse {
-                header: Some(self.core.header()),
-                id,
-                ttl_ms,
-            })),
+        match self
+            .core
+            .write(rid, CommandKind::LeaseGrant { ttl_ms: r.ttl_ms })
+            .await?
+        {
+            Ok(CommandResult::LeaseGranted { id, ttl_ms }) => {
+                Ok(Response::new(pb::LeaseGrantResponse {
+                    header: Some(self.core.header()),
+                    id,
+                    ttl_ms,
+                }))
+            }
             Ok(other) => Err(Status::internal(format!("unexpected result {other:?}"))),
             Err(addr) => forward!(self, fwd, addr, lease_grant, r),
         }
@@ -526,7 +577,9 @@ impl Metastore for MetastoreService {
                 id: r.id,
                 ttl_ms,
             })),
-            Err(KeepAliveError::NotFound(id)) => Err(Status::not_found(format!("lease {id} not found (expired or revoked)"))),
+            Err(KeepAliveError::NotFound(id)) => Err(Status::not_found(format!(
+                "lease {id} not found (expired or revoked)"
+            ))),
             Err(KeepAliveError::NotLeader) => {
                 let addr = self
                     .core
@@ -539,20 +592,35 @@ impl Metastore for MetastoreService {
         }
     }
 
-    async fn lease_revoke(&self, req: Request<pb::LeaseRevokeRequest>) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
+    async fn lease_revoke(
+        &self,
+        req: Request<pb::LeaseRevokeRequest>,
+    ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
-        match self.core.write(rid, CommandKind::LeaseRevoke { id: r.id }).await? {
-            Ok(CommandResult::LeaseRevoked { found: true, .. }) => Ok(Response::new(pb::LeaseRevokeResponse {
-                header: Some(self.core.header()),
-            })),
-            Ok(_) => Err(Status::not_found(format!("lease {} not found (expired or revoked)", r.id))),
+        match self
+            .core
+            .write(rid, CommandKind::LeaseRevoke { id: r.id })
+            .await?
+        {
+            Ok(CommandResult::LeaseRevoked { found: true, .. }) => {
+                Ok(Response::new(pb::LeaseRevokeResponse {
+                    header: Some(self.core.header()),
+                }))
+            }
+            Ok(_) => Err(Status::not_found(format!(
+                "lease {} not found (expired or revoked)",
+                r.id
+            ))),
             Err(addr) => forward!(self, fwd, addr, lease_revoke, r),
         }
     }
 
-    async fn member_list(&self, _req: Request<pb::MemberListRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+    async fn member_list(
+        &self,
+        _req: Request<pb::MemberListRequest>,
+    ) -> Result<Response<pb::MemberListResponse>, Status> {
         Ok(Response::new(pb::MemberListResponse {
             header: Some(self.core.header()),
             members: self.core.members(),
@@ -569,39 +637,78 @@ impl Metastore for MetastoreService {
             return Err(Status::invalid_argument("id: must be greater than 0"));
         }
         if r.addr.parse::<std::net::SocketAddr>().is_err() && !r.addr.contains(':') {
-            return Err(Status::invalid_argument(format!("addr: {:?} is not HOST:PORT", r.addr)));
+            return Err(Status::invalid_argument(format!(
+                "addr: {:?} is not HOST:PORT",
+                r.addr
+            )));
         }
-        match self.core.membership_change(MembershipChange::AddLearner(r.id, r.addr.clone())).await? {
-            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+        match self
+            .core
+            .membership_change(MembershipChange::AddLearner(r.id, r.addr.clone()))
+            .await?
+        {
+            Ok(()) => {
+                self.member_list(Request::new(pb::MemberListRequest {}))
+                    .await
+            }
             Err(addr) => forward!(self, fwd, addr, member_add_learner, r),
         }
     }
 
-    async fn member_promote(&self, req: Request<pb::MemberPromoteRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+    async fn member_promote(
+        &self,
+        req: Request<pb::MemberPromoteRequest>,
+    ) -> Result<Response<pb::MemberListResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         if !self.core.members().iter().any(|m| m.id == r.id) {
-            return Err(Status::not_found(format!("id: node {} is not a member; add it as a learner first", r.id)));
+            return Err(Status::not_found(format!(
+                "id: node {} is not a member; add it as a learner first",
+                r.id
+            )));
         }
-        match self.core.membership_change(MembershipChange::Promote(r.id)).await? {
-            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+        match self
+            .core
+            .membership_change(MembershipChange::Promote(r.id))
+            .await?
+        {
+            Ok(()) => {
+                self.member_list(Request::new(pb::MemberListRequest {}))
+                    .await
+            }
             Err(addr) => forward!(self, fwd, addr, member_promote, r),
         }
     }
 
-    async fn member_remove(&self, req: Request<pb::MemberRemoveRequest>) -> Result<Response<pb::MemberListResponse>, Status> {
+    async fn member_remove(
+        &self,
+        req: Request<pb::MemberRemoveRequest>,
+    ) -> Result<Response<pb::MemberListResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         if !self.core.members().iter().any(|m| m.id == r.id) {
-            return Err(Status::not_found(format!("id: node {} is not a member", r.id)));
+            return Err(Status::not_found(format!(
+                "id: node {} is not a member",
+                r.id
+            )));
         }
-        match self.core.membership_change(MembershipChange::Remove(r.id)).await? {
-            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
+        match self
+            .core
+            .membership_change(MembershipChange::Remove(r.id))
+            .await?
+        {
+            Ok(()) => {
+                self.member_list(Request::new(pb::MemberListRequest {}))
+                    .await
+            }
             Err(addr) => forward!(self, fwd, addr, member_remove, r),
         }
     }
 
-    async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(
+        &self,
+        _req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
         let m = self.core.raft.metrics().borrow().clone();
         let keys = self.core.sm.inner.read().state.kv.len() as u64;
         Ok(Response::new(pb::StatusResponse {
@@ -622,7 +729,11 @@ fn deleted_of(r: &CommandResult) -> u64 {
     }
 }
 
-type Subscription = (broadcast::Receiver<Arc<RevisionEvents>>, Vec<Arc<RevisionEvents>>, u64);
+type Subscription = (
+    broadcast::Receiver<Arc<RevisionEvents>>,
+    Vec<Arc<RevisionEvents>>,
+    u64,
+);
 
 /// Subscribes to live changes and copies the history from `start` under one lock, so that no
 /// revision falls between the two and none is seen twice.
@@ -634,7 +745,9 @@ fn subscribe(sm: &SmShared, start: u64) -> Result<Subscription, Status> {
     let backlog = if next > current {
         Vec::new()
     } else {
-        g.history.since(next).ok_or_else(|| compacted(next, g.history.start))?
+        g.history
+            .since(next)
+            .ok_or_else(|| compacted(next, g.history.start))?
     };
     Ok((sub, backlog, next))
 }

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::codec;
 use crate::kv_state::{Event, KvState};
-use crate::types::{Entry, ProposalResult, LogId, Node, NodeId, StorageError, TypeConfig};
+use crate::types::{Entry, LogId, Node, NodeId, ProposalResult, StorageError, TypeConfig};
 
 /// Default number of events kept for watchers that resume from an older revision.
 pub const DEFAULT_HISTORY_EVENTS: usize = 200_000;
@@ -166,7 +166,11 @@ impl StateMachine {
 }
 
 /// Snapshot file layout: meta length (u64 LE), meta, data; written to a temp file, fsynced, renamed.
-fn write_snapshot_file(path: &Path, meta: &SnapshotMeta<NodeId, Node>, data: &[u8]) -> std::io::Result<()> {
+fn write_snapshot_file(
+    path: &Path,
+    meta: &SnapshotMeta<NodeId, Node>,
+    data: &[u8],
+) -> std::io::Result<()> {
     let meta_bytes = codec::encode(meta);
     let tmp = path.with_extension("tmp");
     {
@@ -192,9 +196,15 @@ fn read_snapshot_file(path: &Path) -> Result<Option<SnapshotFile>, StorageError>
         Err(e) => return Err(snap_read_err(e)),
     };
     let bad = || snap_read_err(std::io::Error::other("snapshot file is truncated"));
-    let len_bytes: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
+    let len_bytes: [u8; 8] = bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(bad)?;
     let meta_len = usize::try_from(u64::from_le_bytes(len_bytes)).map_err(|_| bad())?;
-    let meta_end = 8usize.checked_add(meta_len).filter(|&e| e <= bytes.len()).ok_or_else(bad)?;
+    let meta_end = 8usize
+        .checked_add(meta_len)
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(bad)?;
     let meta = codec::decode(&bytes[8..meta_end]).map_err(snap_read_err)?;
     let data = bytes.split_off(meta_end);
     Ok(Some((meta, data)))
@@ -212,7 +222,12 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             }
         };
         let snapshot_id = match body.last_applied {
-            Some(l) => format!("{}-{}-{}", l.leader_id, l.index, uuid::Uuid::new_v4().simple()),
+            Some(l) => format!(
+                "{}-{}-{}",
+                l.leader_id,
+                l.index,
+                uuid::Uuid::new_v4().simple()
+            ),
             None => format!("none-{}", uuid::Uuid::new_v4().simple()),
         };
         let meta = SnapshotMeta {
@@ -240,7 +255,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
 impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = Self;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
         let g = self.shared.inner.read();
         Ok((g.last_applied, g.membership.clone()))
     }

@@ -60,19 +60,32 @@ fn path_like(field: &str, s: &str, limits: &Limits, what: &str) -> Result<(), In
         return Err(invalid(field, format!("the {what} is empty")));
     }
     if !s.starts_with('/') {
-        return Err(invalid(field, format!("the {what} {s:?} does not start with '/'")));
+        return Err(invalid(
+            field,
+            format!("the {what} {s:?} does not start with '/'"),
+        ));
     }
     if s.len() > limits.max_key_bytes {
         return Err(invalid(
             field,
-            format!("the {what} is {} bytes, over the limit of {}", s.len(), limits.max_key_bytes),
+            format!(
+                "the {what} is {} bytes, over the limit of {}",
+                s.len(),
+                limits.max_key_bytes
+            ),
         ));
     }
     if s.contains("//") {
-        return Err(invalid(field, format!("the {what} {s:?} has an empty path segment")));
+        return Err(invalid(
+            field,
+            format!("the {what} {s:?} has an empty path segment"),
+        ));
     }
     if s.chars().any(char::is_control) {
-        return Err(invalid(field, format!("the {what} has a control character")));
+        return Err(invalid(
+            field,
+            format!("the {what} has a control character"),
+        ));
     }
     Ok(())
 }
@@ -96,7 +109,11 @@ pub fn value(field: &str, v: &[u8], limits: &Limits) -> Result<(), InvalidReques
     if v.len() > limits.max_value_bytes {
         return Err(invalid(
             field,
-            format!("the value is {} bytes, over the limit of {}", v.len(), limits.max_value_bytes),
+            format!(
+                "the value is {} bytes, over the limit of {}",
+                v.len(),
+                limits.max_value_bytes
+            ),
         ));
     }
     Ok(())
@@ -107,7 +124,11 @@ pub fn request_id(id: &str, limits: &Limits) -> Result<Option<String>, InvalidRe
     if id.len() > limits.max_request_id_bytes {
         return Err(invalid(
             "request_id",
-            format!("{} bytes, over the limit of {}", id.len(), limits.max_request_id_bytes),
+            format!(
+                "{} bytes, over the limit of {}",
+                id.len(),
+                limits.max_request_id_bytes
+            ),
         ));
     }
     Ok((!id.is_empty()).then(|| id.to_string()))
@@ -146,13 +167,21 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
     if req.ops.len() > limits.max_txn_ops {
         return Err(invalid(
             "ops",
-            format!("{} operations, over the limit of {}", req.ops.len(), limits.max_txn_ops),
+            format!(
+                "{} operations, over the limit of {}",
+                req.ops.len(),
+                limits.max_txn_ops
+            ),
         ));
     }
     if req.guards.len() > limits.max_txn_guards {
         return Err(invalid(
             "guards",
-            format!("{} guards, over the limit of {}", req.guards.len(), limits.max_txn_guards),
+            format!(
+                "{} guards, over the limit of {}",
+                req.guards.len(),
+                limits.max_txn_guards
+            ),
         ));
     }
     let mut total = 0usize;
@@ -162,7 +191,12 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
         key(&format!("{field}.key"), &g.key, limits)?;
         use pb::guard::Check as C;
         let check = match &g.check {
-            None => return Err(invalid(&field, "no check given (exists, absent, version, mod_revision or value)")),
+            None => {
+                return Err(invalid(
+                    &field,
+                    "no check given (exists, absent, version, mod_revision or value)",
+                ))
+            }
             Some(C::Exists(true)) => Check::Exists,
             Some(C::Absent(true)) => Check::Absent,
             Some(C::Exists(false)) | Some(C::Absent(false)) => {
@@ -187,7 +221,12 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
         let field = format!("ops[{i}]");
         use pb::op::Op as O;
         let op = match &op.op {
-            None => return Err(invalid(&field, "no operation given (put, delete or delete_prefix)")),
+            None => {
+                return Err(invalid(
+                    &field,
+                    "no operation given (put, delete or delete_prefix)",
+                ))
+            }
             Some(O::Put(p)) => {
                 key(&format!("{field}.put.key"), &p.key, limits)?;
                 value(&format!("{field}.put.value"), &p.value, limits)?;
@@ -216,7 +255,10 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
     if total > limits.max_txn_bytes {
         return Err(invalid(
             "ops",
-            format!("the transaction is {total} bytes, over the limit of {}", limits.max_txn_bytes),
+            format!(
+                "the transaction is {total} bytes, over the limit of {}",
+                limits.max_txn_bytes
+            ),
         ));
     }
     Ok(Txn { guards, ops })

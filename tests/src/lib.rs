@@ -54,10 +54,17 @@ impl Cluster {
     /// Like [`Cluster::start`], with a chance to change each node's config.
     pub async fn start_with(n: u64, tweak: impl Fn(&mut NodeConfig)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let peers: BTreeMap<u64, String> = (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
+        let peers: BTreeMap<u64, String> = (1..=n)
+            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+            .collect();
         let mut nodes = Vec::new();
         for (id, addr) in &peers {
-            let mut cfg = NodeConfig::new(*id, dir.path().join(format!("n{id}")), addr.parse().unwrap(), peers.clone());
+            let mut cfg = NodeConfig::new(
+                *id,
+                dir.path().join(format!("n{id}")),
+                addr.parse().unwrap(),
+                peers.clone(),
+            );
             cfg.raft = test_tuning();
             tweak(&mut cfg);
             nodes.push(Some(metastore::start(cfg).await.expect("node starts")));
@@ -109,7 +116,11 @@ impl Cluster {
         for n in self.nodes.iter().flatten() {
             let mut tries = 0;
             while n.sm.inner.read().revision() < revision {
-                assert!(tries < 600, "node {} did not reach revision {revision} within 30 s", n.id);
+                assert!(
+                    tries < 600,
+                    "node {} did not reach revision {revision} within 30 s",
+                    n.id
+                );
                 tries += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -130,15 +141,32 @@ pub fn ferry_bin() -> PathBuf {
     BIN.get_or_init(|| {
         let exe = std::env::current_exe().expect("test executable path");
         // target/<profile>/deps/<test> -> target/<profile>
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target profile dir").to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target profile dir")
+            .to_path_buf();
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(workspace).args(["build", "-q", "-p", "tools", "--bin", "ferry", "--bin", "ferry-bench"]);
+        cmd.current_dir(workspace).args([
+            "build",
+            "-q",
+            "-p",
+            "tools",
+            "--bin",
+            "ferry",
+            "--bin",
+            "ferry-bench",
+        ]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
-        let status = cmd.status().expect("running cargo build for the ferry binary");
+        let status = cmd
+            .status()
+            .expect("running cargo build for the ferry binary");
         assert!(status.success(), "building the ferry binary failed");
         profile_dir.join("ferry")
     })
@@ -162,8 +190,18 @@ pub struct ProcNode {
 
 impl ProcNode {
     /// Describes a node; call [`ProcNode::spawn`] to run it.
-    pub fn new(id: u64, addr: &str, data_dir: &Path, peers: &BTreeMap<u64, String>, join: bool) -> Self {
-        let peers_s = peers.iter().map(|(i, a)| format!("{i}={a}")).collect::<Vec<_>>().join(",");
+    pub fn new(
+        id: u64,
+        addr: &str,
+        data_dir: &Path,
+        peers: &BTreeMap<u64, String>,
+        join: bool,
+    ) -> Self {
+        let peers_s = peers
+            .iter()
+            .map(|(i, a)| format!("{i}={a}"))
+            .collect::<Vec<_>>()
+            .join(",");
         let t = test_tuning();
         let mut args = vec![
             "node".to_string(),
@@ -199,7 +237,10 @@ impl ProcNode {
     pub fn spawn(&mut self) {
         let child = Command::new(ferry_bin())
             .args(&self.args)
-            .env("RUST_LOG", std::env::var("FERRY_TEST_NODE_LOG").unwrap_or_else(|_| "error".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("FERRY_TEST_NODE_LOG").unwrap_or_else(|_| "error".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -229,7 +270,9 @@ impl Drop for ProcNode {
 
 /// Addresses for `n` nodes on free loopback ports, by id from 1.
 pub fn loopback_peers(n: u64) -> BTreeMap<u64, String> {
-    (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect()
+    (1..=n)
+        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
+        .collect()
 }
 
 /// Parses HOST:PORT.

@@ -29,29 +29,71 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     let rev_before = before.header.clone().unwrap().revision;
 
     let cases: Vec<(&str, pb::TxnRequest, &str)> = vec![
-        ("empty key", pb::TxnRequest { ops: vec![put_op("", "x")], ..Default::default() }, "ops[0].put.key"),
-        ("not a path", pb::TxnRequest { ops: vec![put_op("a/b", "x")], ..Default::default() }, "ops[0].put.key"),
-        ("empty segment", pb::TxnRequest { ops: vec![put_op("/a//b", "x")], ..Default::default() }, "ops[0].put.key"),
-        ("trailing slash", pb::TxnRequest { ops: vec![put_op("/a/", "x")], ..Default::default() }, "ops[0].put.key"),
+        (
+            "empty key",
+            pb::TxnRequest {
+                ops: vec![put_op("", "x")],
+                ..Default::default()
+            },
+            "ops[0].put.key",
+        ),
+        (
+            "not a path",
+            pb::TxnRequest {
+                ops: vec![put_op("a/b", "x")],
+                ..Default::default()
+            },
+            "ops[0].put.key",
+        ),
+        (
+            "empty segment",
+            pb::TxnRequest {
+                ops: vec![put_op("/a//b", "x")],
+                ..Default::default()
+            },
+            "ops[0].put.key",
+        ),
+        (
+            "trailing slash",
+            pb::TxnRequest {
+                ops: vec![put_op("/a/", "x")],
+                ..Default::default()
+            },
+            "ops[0].put.key",
+        ),
         (
             "value too big",
-            pb::TxnRequest { ops: vec![put_op("/a", &"x".repeat(2000))], ..Default::default() },
+            pb::TxnRequest {
+                ops: vec![put_op("/a", &"x".repeat(2000))],
+                ..Default::default()
+            },
             "ops[0].put.value",
         ),
         (
             "too many ops",
-            pb::TxnRequest { ops: (0..11).map(|i| put_op(&format!("/o/{i}"), "x")).collect(), ..Default::default() },
+            pb::TxnRequest {
+                ops: (0..11).map(|i| put_op(&format!("/o/{i}"), "x")).collect(),
+                ..Default::default()
+            },
             "ops",
         ),
         (
             "txn too big",
-            pb::TxnRequest { ops: (0..8).map(|i| put_op(&format!("/o/{i}"), &"y".repeat(1000))).collect(), ..Default::default() },
+            pb::TxnRequest {
+                ops: (0..8)
+                    .map(|i| put_op(&format!("/o/{i}"), &"y".repeat(1000)))
+                    .collect(),
+                ..Default::default()
+            },
             "ops",
         ),
         (
             "guard without check",
             pb::TxnRequest {
-                guards: vec![pb::Guard { key: "/keep".into(), check: None }],
+                guards: vec![pb::Guard {
+                    key: "/keep".into(),
+                    check: None,
+                }],
                 ops: vec![put_op("/a", "x")],
                 ..Default::default()
             },
@@ -60,7 +102,10 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
         (
             "guard on a bad key",
             pb::TxnRequest {
-                guards: vec![pb::Guard { key: "keep".into(), check: Some(pb::guard::Check::Exists(true)) }],
+                guards: vec![pb::Guard {
+                    key: "keep".into(),
+                    check: Some(pb::guard::Check::Exists(true)),
+                }],
                 ops: vec![],
                 ..Default::default()
             },
@@ -68,18 +113,27 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
         ),
         (
             "op without operation",
-            pb::TxnRequest { ops: vec![put_op("/a", "x"), pb::Op { op: None }], ..Default::default() },
+            pb::TxnRequest {
+                ops: vec![put_op("/a", "x"), pb::Op { op: None }],
+                ..Default::default()
+            },
             "ops[1]",
         ),
     ];
     for (name, req, field) in cases {
         let err = client.txn(req).await.expect_err(name);
         assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
-        assert!(err.to_string().starts_with(field), "{name}: {err} should name {field}");
+        assert!(
+            err.to_string().starts_with(field),
+            "{name}: {err} should name {field}"
+        );
     }
 
     let err = client.put("", "x").await.unwrap_err();
-    assert!(err.to_string().starts_with("key: the key is empty"), "{err}");
+    assert!(
+        err.to_string().starts_with("key: the key is empty"),
+        "{err}"
+    );
     let err = client.put("/big", vec![0u8; 5000]).await.unwrap_err();
     assert!(err.to_string().contains("over the limit of 1024"), "{err}");
     let err = client.get("nope").await.unwrap_err();
@@ -97,7 +151,9 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     assert_eq!(err.code(), Code::NotFound);
 
     // Garbage on the internal Raft port is refused, and the node lives on.
-    let mut raft = RaftClient::connect(format!("http://{}", c.addrs[0])).await.unwrap();
+    let mut raft = RaftClient::connect(format!("http://{}", c.addrs[0]))
+        .await
+        .unwrap();
     for data in [vec![], vec![1u8, 0xff, 0xff, 0xff], vec![9u8; 64]] {
         let err = raft
             .append_entries(proto::raft::RaftPayload { data: data.into() })
@@ -108,6 +164,10 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
 
     let after = client.range("/", 0).await.unwrap();
     assert_eq!(after.kvs, before.kvs, "a refused request changed the store");
-    assert_eq!(after.header.unwrap().revision, rev_before, "a refused request reached the log");
+    assert_eq!(
+        after.header.unwrap().revision,
+        rev_before,
+        "a refused request reached the log"
+    );
     c.shutdown().await;
 }

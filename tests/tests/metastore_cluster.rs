@@ -54,7 +54,10 @@ async fn a_retry_with_the_same_request_id_is_applied_once() {
             .expect("put");
     }
     let kv = c.client().get("/once").await.unwrap().unwrap();
-    assert_eq!(kv.version, 1, "three sends of one request id must apply once");
+    assert_eq!(
+        kv.version, 1,
+        "three sends of one request id must apply once"
+    );
     c.shutdown().await;
 }
 
@@ -75,10 +78,16 @@ async fn interleaved_transactions_never_half_apply() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let kvs = r.range("/pair/", 0).await.expect("range").kvs;
                 if kvs.len() == 2 {
-                    assert_eq!(kvs[0].value, kvs[1].value, "a transaction was seen half-applied");
+                    assert_eq!(
+                        kvs[0].value, kvs[1].value,
+                        "a transaction was seen half-applied"
+                    );
                     assert_eq!(kvs[0].mod_revision, kvs[1].mod_revision);
                 } else {
-                    assert!(kvs.is_empty(), "one key of the pair without the other: {kvs:?}");
+                    assert!(
+                        kvs.is_empty(),
+                        "one key of the pair without the other: {kvs:?}"
+                    );
                 }
                 checks += 1;
             }
@@ -109,7 +118,11 @@ async fn interleaved_transactions_never_half_apply() {
                             key: "/counter".into(),
                             check: Some(pb::guard::Check::Version(cur.version)),
                         }],
-                        ops: vec![put("/counter", &(n + 1).to_string()), put("/pair/a", &tag), put("/pair/b", &tag)],
+                        ops: vec![
+                            put("/counter", &(n + 1).to_string()),
+                            put("/pair/a", &tag),
+                            put("/pair/b", &tag),
+                        ],
                         request_id: String::new(),
                     })
                     .await
@@ -118,7 +131,11 @@ async fn interleaved_transactions_never_half_apply() {
                     done += 1;
                 } else {
                     assert_eq!(r.failed_guard, Some(0));
-                    assert!(r.failed_reason.contains("expected version"), "{}", r.failed_reason);
+                    assert!(
+                        r.failed_reason.contains("expected version"),
+                        "{}",
+                        r.failed_reason
+                    );
                 }
             }
             done
@@ -133,7 +150,10 @@ async fn interleaved_transactions_never_half_apply() {
         assert!(r.await.unwrap() > 0);
     }
     let counter = c.client().get("/counter").await.unwrap().unwrap();
-    assert_eq!(std::str::from_utf8(&counter.value).unwrap(), total.to_string());
+    assert_eq!(
+        std::str::from_utf8(&counter.value).unwrap(),
+        total.to_string()
+    );
     assert_eq!(counter.version, total + 1);
     c.shutdown().await;
 }

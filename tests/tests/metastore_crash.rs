@@ -32,14 +32,22 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
     let peers = tests::loopback_peers(3);
     let mut nodes: BTreeMap<u64, ProcNode> = peers
         .iter()
-        .map(|(id, addr)| (*id, ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false)))
+        .map(|(id, addr)| {
+            (
+                *id,
+                ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false),
+            )
+        })
         .collect();
     for n in nodes.values_mut() {
         n.spawn();
     }
     let endpoints: Vec<String> = peers.values().cloned().collect();
     let client = Client::new(&endpoints).unwrap();
-    client.put("/crash-ready", "1").await.expect("cluster forms");
+    client
+        .put("/crash-ready", "1")
+        .await
+        .expect("cluster forms");
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
@@ -88,17 +96,24 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
     for w in writers {
         acked.extend(w.await.unwrap());
     }
-    assert!(leader_kills >= KILL_CYCLES / 3 - 1, "the leader was killed only {leader_kills} times");
-    assert!(acked.len() > 100, "too few writes acknowledged: {}", acked.len());
+    assert!(
+        leader_kills >= KILL_CYCLES / 3 - 1,
+        "the leader was killed only {leader_kills} times"
+    );
+    assert!(
+        acked.len() > 100,
+        "too few writes acknowledged: {}",
+        acked.len()
+    );
 
     // Let every node catch up to a write made after the load, then read each replica locally.
     let last = client.put("/crash-done", "1").await.unwrap();
-    for i in 0..endpoints.len() {
+    for (i, endpoint) in endpoints.iter().enumerate() {
         let mut tries = 0;
         loop {
             match client.status_of(i).await {
                 Ok(s) if s.header.as_ref().is_some_and(|h| h.revision >= last) => break,
-                _ if tries > 300 => panic!("node at {} did not catch up", endpoints[i]),
+                _ if tries > 300 => panic!("node at {endpoint} did not catch up"),
                 _ => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -117,9 +132,17 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
             .await
             .unwrap()
             .kvs;
-        let stored: BTreeMap<String, Vec<u8>> = kvs.into_iter().map(|kv| (kv.key, kv.value.to_vec())).collect();
+        let stored: BTreeMap<String, Vec<u8>> = kvs
+            .into_iter()
+            .map(|kv| (kv.key, kv.value.to_vec()))
+            .collect();
         for (k, v) in &acked {
-            assert_eq!(stored.get(k).map(Vec::as_slice), Some(v.as_bytes()), "node {} lost {k}", i + 1);
+            assert_eq!(
+                stored.get(k).map(Vec::as_slice),
+                Some(v.as_bytes()),
+                "node {} lost {k}",
+                i + 1
+            );
         }
     }
     eprintln!("{KILL_CYCLES} kill cycles ({leader_kills} of the leader), {} acknowledged writes all present on 3 nodes", acked.len());

@@ -20,7 +20,10 @@ async fn grow_to_four_and_shrink_back_under_writes() {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("/m/{i:06}");
-                client.put(&key, format!("v{i}")).await.expect("write during membership change");
+                client
+                    .put(&key, format!("v{i}"))
+                    .await
+                    .expect("write during membership change");
                 acked.push(key);
                 i += 1;
             }
@@ -30,7 +33,12 @@ async fn grow_to_four_and_shrink_back_under_writes() {
 
     // A fourth node joins: it starts empty, is added as a learner, then promoted.
     let addr = format!("127.0.0.1:{}", tests::free_port());
-    let mut cfg = NodeConfig::new(4, c.dir.path().join("n4"), tests::sock(&addr), BTreeMap::new());
+    let mut cfg = NodeConfig::new(
+        4,
+        c.dir.path().join("n4"),
+        tests::sock(&addr),
+        BTreeMap::new(),
+    );
     cfg.join = true;
     cfg.raft = tests::test_tuning();
     let n4 = metastore::start(cfg).await.unwrap();

@@ -14,7 +14,12 @@ use crate::ExitCode;
 #[derive(Args)]
 pub struct KvArgs {
     /// Any metastore node(s), HOST:PORT[,HOST:PORT...].
-    #[arg(long, global = true, env = "FERRY_BOOTSTRAP_SERVER", default_value = "127.0.0.1:7701")]
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_BOOTSTRAP_SERVER",
+        default_value = "127.0.0.1:7701"
+    )]
     bootstrap_server: String,
     #[command(subcommand)]
     cmd: KvCmd,
@@ -163,7 +168,9 @@ fn txn_request(text: &str) -> anyhow::Result<pb::TxnRequest> {
                     lease,
                 }),
                 OpJson::Delete { key } => pb::op::Op::Delete(pb::DeleteOp { key }),
-                OpJson::DeletePrefix { prefix } => pb::op::Op::DeletePrefix(pb::DeletePrefixOp { prefix }),
+                OpJson::DeletePrefix { prefix } => {
+                    pb::op::Op::DeletePrefix(pb::DeletePrefixOp { prefix })
+                }
             }),
         })
         .collect();
@@ -244,7 +251,8 @@ pub async fn run(a: KvArgs) -> anyhow::Result<()> {
             let text = if file.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin()).context("reading stdin")?
             } else {
-                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?
+                std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?
             };
             let r = client.txn(txn_request(&text)?).await?;
             let rev = r.header.map_or(0, |h| h.revision);

@@ -31,7 +31,10 @@ enum Command {
 fn init_tracing(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() {
@@ -43,7 +46,9 @@ fn main() {
         _ => 0,
     };
     let runtime = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         if threads > 1 {
@@ -118,5 +123,9 @@ pub async fn shutdown_signal() {
 
 /// Splits `HOST:PORT,HOST:PORT` into endpoints.
 pub fn endpoints(s: &str) -> Vec<String> {
-    s.split(',').map(str::trim).filter(|e| !e.is_empty()).map(String::from).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(String::from)
+        .collect()
 }

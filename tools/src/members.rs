@@ -8,7 +8,12 @@ use proto::metastore as pb;
 #[derive(Args)]
 pub struct MetastoreArgs {
     /// Any metastore node(s), HOST:PORT[,HOST:PORT...].
-    #[arg(long, global = true, env = "FERRY_BOOTSTRAP_SERVER", default_value = "127.0.0.1:7701")]
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_BOOTSTRAP_SERVER",
+        default_value = "127.0.0.1:7701"
+    )]
     bootstrap_server: String,
     #[command(subcommand)]
     cmd: MetastoreCmd,
@@ -54,7 +59,12 @@ enum MembersCmd {
 
 fn print_members(members: &[pb::Member]) {
     for m in members {
-        println!("{}\t{}\t{}", m.id, m.addr, if m.voter { "voter" } else { "learner" });
+        println!(
+            "{}\t{}\t{}",
+            m.id,
+            m.addr,
+            if m.voter { "voter" } else { "learner" }
+        );
     }
 }
 
@@ -78,7 +88,13 @@ pub async fn run(a: MetastoreArgs) -> anyhow::Result<()> {
                         let h = s.header.unwrap_or_default();
                         println!(
                             "{ep}\tid={} state={} leader={} term={} applied={} revision={} keys={}",
-                            h.member_id, s.state, h.leader_id, h.raft_term, s.applied_index, h.revision, s.keys
+                            h.member_id,
+                            s.state,
+                            h.leader_id,
+                            h.raft_term,
+                            s.applied_index,
+                            h.revision,
+                            s.keys
                         );
                     }
                     Err(e) => println!("{ep}\terror: {e}"),

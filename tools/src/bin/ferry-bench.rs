@@ -72,11 +72,13 @@ enum Workload {
 /// What every store offers the workloads. One value per client connection.
 trait Backend: Send + Sync + Sized + 'static {
     /// Connects client number `i` (spread over the members).
-    fn connect(endpoints: &[String], i: usize) -> impl Future<Output = anyhow::Result<Self>> + Send;
+    fn connect(endpoints: &[String], i: usize)
+        -> impl Future<Output = anyhow::Result<Self>> + Send;
     /// Writes one key.
     fn put(&self, key: &str, value: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Writes several keys atomically.
-    fn put_all(&self, kvs: Vec<(String, Bytes)>) -> impl Future<Output = anyhow::Result<()>> + Send;
+    fn put_all(&self, kvs: Vec<(String, Bytes)>)
+        -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Reads one key linearizably.
     fn get(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
@@ -101,7 +103,11 @@ impl Backend for FerryBackend {
         let ops = kvs
             .into_iter()
             .map(|(key, value)| pb::Op {
-                op: Some(pb::op::Op::Put(pb::PutOp { key, value, lease: 0 })),
+                op: Some(pb::op::Op::Put(pb::PutOp {
+                    key,
+                    value,
+                    lease: 0,
+                })),
             })
             .collect();
         let r = self
@@ -138,7 +144,12 @@ struct Report {
     hist: Histogram<u64>,
 }
 
-async fn run_load<B: Backend>(args: &Args, endpoints: &[String], w: Workload, clients: usize) -> anyhow::Result<Report> {
+async fn run_load<B: Backend>(
+    args: &Args,
+    endpoints: &[String],
+    w: Workload,
+    clients: usize,
+) -> anyhow::Result<Report> {
     let value = Bytes::from(vec![b'v'; args.value_size]);
     let start = Instant::now();
     let warm_until = start + Duration::from_secs_f64(args.warmup);
@@ -151,7 +162,8 @@ async fn run_load<B: Backend>(args: &Args, endpoints: &[String], w: Workload, cl
         let seed = args.seed.wrapping_add(c as u64);
         tasks.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds");
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
+                .expect("valid histogram bounds");
             let (mut ops, mut errors) = (0u64, 0u64);
             loop {
                 let now = Instant::now();
@@ -159,9 +171,15 @@ async fn run_load<B: Backend>(args: &Args, endpoints: &[String], w: Workload, cl
                     break;
                 }
                 let res = match w {
-                    Workload::Put => backend.put(&key(rng.random_range(0..keys)), value.clone()).await,
+                    Workload::Put => {
+                        backend
+                            .put(&key(rng.random_range(0..keys)), value.clone())
+                            .await
+                    }
                     Workload::Txn10 => {
-                        let kvs = (0..10).map(|_| (key(rng.random_range(0..keys)), value.clone())).collect();
+                        let kvs = (0..10)
+                            .map(|_| (key(rng.random_range(0..keys)), value.clone()))
+                            .collect();
                         backend.put_all(kvs).await
                     }
                     Workload::Get => backend.get(&key(rng.random_range(0..keys))).await,
@@ -202,7 +220,8 @@ async fn preload<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
     let b = B::connect(endpoints, 0).await?;
     let value = Bytes::from(vec![b'v'; args.value_size]);
     for chunk in (0..args.keys).collect::<Vec<_>>().chunks(1000) {
-        b.put_all(chunk.iter().map(|i| (key(*i), value.clone())).collect()).await?;
+        b.put_all(chunk.iter().map(|i| (key(*i), value.clone())).collect())
+            .await?;
     }
     Ok(())
 }
@@ -224,13 +243,21 @@ fn reassignment_value(p: usize) -> Bytes {
 
 async fn try_big<B: Backend>(b: &B, n: usize, round: usize) -> bool {
     let kvs = (0..n)
-        .map(|p| (format!("/bench/reassign/{round}/topic-{}/{p}", p / 1000), reassignment_value(p)))
+        .map(|p| {
+            (
+                format!("/bench/reassign/{round}/topic-{}/{p}", p / 1000),
+                reassignment_value(p),
+            )
+        })
         .collect();
     b.put_all(kvs).await.is_ok()
 }
 
 /// Finds the largest N (up to the maximum) for which one atomic request of N partitions commits.
-async fn bigvalue<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<(usize, Duration)> {
+async fn bigvalue<B: Backend>(
+    args: &Args,
+    endpoints: &[String],
+) -> anyhow::Result<(usize, Duration)> {
     let b = B::connect(endpoints, 0).await?;
     let (mut ok, mut bad) = (0usize, None::<usize>);
     let mut n = 1000usize;
@@ -263,7 +290,12 @@ fn ms(us: u64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let endpoints: Vec<String> = args.endpoints.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+    let endpoints: Vec<String> = args
+        .endpoints
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
     if endpoints.is_empty() {
         bail!("--endpoints is empty");
     }
@@ -274,8 +306,10 @@ async fn main() -> anyhow::Result<()> {
 
 async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let backend = format!("{:?}", args.backend).to_lowercase();
-    if args.workload.iter().any(|w| *w == Workload::Get) {
-        preload::<B>(args, endpoints).await.context("preloading keys")?;
+    if args.workload.contains(&Workload::Get) {
+        preload::<B>(args, endpoints)
+            .await
+            .context("preloading keys")?;
     }
     if !args.json {
         println!(
@@ -298,7 +332,11 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
         for &c in &args.clients {
             let r = run_load::<B>(args, endpoints, w, c).await?;
             let rate = r.ops as f64 / r.secs;
-            let (p50, p99, max) = (r.hist.value_at_quantile(0.5), r.hist.value_at_quantile(0.99), r.hist.max());
+            let (p50, p99, max) = (
+                r.hist.value_at_quantile(0.5),
+                r.hist.value_at_quantile(0.99),
+                r.hist.max(),
+            );
             if !args.json {
                 println!(
                     "{backend:<8} {:<9} {:>7} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7}",
