@@ -26,7 +26,7 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     let client = c.client();
     client.put("/keep", "1").await.unwrap();
     let before = client.range("/", 0).await.unwrap();
-    let rev_before = before.header.clone().unwrap().revision;
+    let rev_before = before.header.unwrap().revision;
 
     let cases: Vec<(&str, pb::TxnRequest, &str)> = vec![
         (
