@@ -22,6 +22,8 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for Sle
 }
 
 #[test]
-fn openraft_storage_suite() -> Result<(), StorageError> {
-    Suite::test_all(SledBuilder)
+fn openraft_storage_suite() {
+    if let Err(e) = Suite::test_all(SledBuilder) {
+        panic!("openraft storage suite failed: {e}");
+    }
 }
