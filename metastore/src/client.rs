@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::network::{self, MAX_RAFT_MESSAGE};
+use crate::peers::{self, MAX_MESSAGE};
 
 /// What a client call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -70,9 +70,7 @@ impl Client {
         }
         let channels = endpoints
             .iter()
-            .map(|e| {
-                network::channel(e).map_err(|err| ClientError::Endpoint(format!("{e}: {err}")))
-            })
+            .map(|e| peers::channel(e).map_err(|err| ClientError::Endpoint(format!("{e}: {err}"))))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -110,8 +108,8 @@ impl Client {
 
     fn client_at(&self, i: usize) -> MetastoreClient<Channel> {
         MetastoreClient::new(self.inner.channels[i].clone())
-            .max_decoding_message_size(MAX_RAFT_MESSAGE)
-            .max_encoding_message_size(MAX_RAFT_MESSAGE)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
     }
 
     /// Calls `f` on the current node; on a transport error or an unavailable node, moves on to
@@ -132,12 +130,10 @@ impl Client {
                         return Err(ClientError::Unavailable(s.message().to_string()));
                     }
                     let n = self.inner.endpoints.len();
-                    let _ = self.inner.current.compare_exchange(
-                        i,
-                        (i + 1) % n,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    );
+                    let _ = self
+                        .inner
+                        .current
+                        .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
                 }
@@ -152,16 +148,13 @@ impl Client {
         F: FnOnce(MetastoreClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
-        f(self.client_at(i))
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| {
-                if retryable(&s) {
-                    ClientError::Unavailable(s.message().to_string())
-                } else {
-                    ClientError::Server(s)
-                }
-            })
+        f(self.client_at(i)).await.map(|r| r.into_inner()).map_err(|s| {
+            if retryable(&s) {
+                ClientError::Unavailable(s.message().to_string())
+            } else {
+                ClientError::Server(s)
+            }
+        })
     }
 
     /// Puts a value; returns the revision after the write.
@@ -170,12 +163,7 @@ impl Client {
     }
 
     /// Puts a value bound to a lease (0 for none).
-    pub async fn put_with_lease(
-        &self,
-        key: &str,
-        value: impl Into<Bytes>,
-        lease: u64,
-    ) -> Result<u64, ClientError> {
+    pub async fn put_with_lease(&self, key: &str, value: impl Into<Bytes>, lease: u64) -> Result<u64, ClientError> {
         let req = pb::PutRequest {
             key: key.to_string(),
             value: value.into(),
@@ -197,11 +185,7 @@ impl Client {
     }
 
     /// Reads a key; `serializable` reads the local replica of whichever node answers.
-    pub async fn get_opt(
-        &self,
-        key: &str,
-        serializable: bool,
-    ) -> Result<Option<pb::KeyValue>, ClientError> {
+    pub async fn get_opt(&self, key: &str, serializable: bool) -> Result<Option<pb::KeyValue>, ClientError> {
         let req = pb::GetRequest {
             key: key.to_string(),
             serializable,
@@ -316,11 +300,7 @@ impl Client {
 
     /// Watches a prefix from `start_revision` (0 = from now). The stream survives node failures:
     /// it reconnects to another node and resumes after the last revision it delivered.
-    pub fn watch(
-        &self,
-        prefix: &str,
-        start_revision: u64,
-    ) -> mpsc::Receiver<Result<pb::WatchResponse, ClientError>> {
+    pub fn watch(&self, prefix: &str, start_revision: u64) -> mpsc::Receiver<Result<pb::WatchResponse, ClientError>> {
         let (tx, rx) = mpsc::channel(1024);
         let client = self.clone();
         let prefix = prefix.to_string();
@@ -328,12 +308,7 @@ impl Client {
         rx
     }
 
-    async fn run_watch(
-        self,
-        prefix: String,
-        start: u64,
-        tx: mpsc::Sender<Result<pb::WatchResponse, ClientError>>,
-    ) {
+    async fn run_watch(self, prefix: String, start: u64, tx: mpsc::Sender<Result<pb::WatchResponse, ClientError>>) {
         // `next` is 0 only until the first answer tells which revision "now" was.
         let mut next = start;
         let deadline_window = self.inner.retry_for;
@@ -372,18 +347,14 @@ impl Client {
             }
             let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
             if since.elapsed() > deadline_window {
-                let _ = tx
-                    .send(Err(ClientError::Unavailable(err.message().to_string())))
-                    .await;
+                let _ = tx.send(Err(ClientError::Unavailable(err.message().to_string()))).await;
                 return;
             }
             let n = self.inner.endpoints.len();
-            let _ = self.inner.current.compare_exchange(
-                i,
-                (i + 1) % n,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
+            let _ = self
+                .inner
+                .current
+                .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
             if tx.is_closed() {
                 return;
             }
@@ -400,11 +371,7 @@ impl Client {
     }
 
     /// Adds a non-voting member and waits until it has caught up.
-    pub async fn member_add_learner(
-        &self,
-        id: u64,
-        addr: &str,
-    ) -> Result<Vec<pb::Member>, ClientError> {
+    pub async fn member_add_learner(&self, id: u64, addr: &str) -> Result<Vec<pb::Member>, ClientError> {
         let req = pb::MemberAddLearnerRequest {
             id,
             addr: addr.to_string(),
@@ -436,10 +403,7 @@ impl Client {
 
     /// The status of endpoint `i`.
     pub async fn status_of(&self, i: usize) -> Result<pb::StatusResponse, ClientError> {
-        self.call_endpoint(
-            i,
-            |mut c| async move { c.status(pb::StatusRequest {}).await },
-        )
-        .await
+        self.call_endpoint(i, |mut c| async move { c.status(pb::StatusRequest {}).await })
+            .await
     }
 }

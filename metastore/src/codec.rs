@@ -45,15 +45,12 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     if version != FORMAT_VERSION {
         return Err(CodecError::UnknownVersion(version));
     }
-    let (value, _) = bincode::serde::decode_from_slice(rest, config())
-        .map_err(|e| CodecError::Malformed(e.to_string()))?;
+    let (value, _) =
+        bincode::serde::decode_from_slice(rest, config()).map_err(|e| CodecError::Malformed(e.to_string()))?;
     Ok(value)
 }
 
 /// Decodes from a reader; the version byte must already be consumed.
-pub fn decode_from_reader<T: DeserializeOwned, R: std::io::Read>(
-    r: &mut R,
-) -> Result<T, CodecError> {
-    bincode::serde::decode_from_std_read(r, config())
-        .map_err(|e| CodecError::Malformed(e.to_string()))
+pub fn decode_from_reader<T: DeserializeOwned, R: std::io::Read>(r: &mut R) -> Result<T, CodecError> {
+    bincode::serde::decode_from_std_read(r, config()).map_err(|e| CodecError::Malformed(e.to_string()))
 }

@@ -103,8 +103,7 @@ impl KvState {
         let changed = events.len() > before
             || matches!(
                 result,
-                CommandResult::LeaseGranted { .. }
-                    | CommandResult::LeaseRevoked { found: true, .. }
+                CommandResult::LeaseGranted { .. } | CommandResult::LeaseRevoked { found: true, .. }
             );
         if changed {
             self.revision = revision;
@@ -148,9 +147,7 @@ impl KvState {
         for (i, g) in guards.iter().enumerate() {
             let cur = self.kv.get(&g.key);
             let failed = match (&g.check, cur) {
-                (Check::Exists, None) => {
-                    Some("expected the key to exist, it is absent".to_string())
-                }
+                (Check::Exists, None) => Some("expected the key to exist, it is absent".to_string()),
                 (Check::Exists, Some(_)) => None,
                 (Check::Absent, Some(e)) => Some(format!(
                     "expected the key to be absent, it exists at version {}",
@@ -165,9 +162,7 @@ impl KvState {
                     let found = e.map_or(0, |e| e.mod_revision);
                     (found != *r).then(|| format!("expected mod revision {r}, found {found}"))
                 }
-                (Check::Value(v), Some(e)) => {
-                    (e.value != *v).then(|| "the value differs".to_string())
-                }
+                (Check::Value(v), Some(e)) => (e.value != *v).then(|| "the value differs".to_string()),
                 (Check::Value(_), None) => Some("expected a value, the key is absent".to_string()),
             };
             if let Some(reason) = failed {
@@ -191,9 +186,7 @@ impl KvState {
             if let Op::Put { key, lease, .. } = op {
                 if *lease != 0 && !self.leases.contains_key(lease) {
                     return CommandResult::Rejected {
-                        reason: format!(
-                            "lease {lease} for key {key} not found (expired or revoked)"
-                        ),
+                        reason: format!("lease {lease} for key {key} not found (expired or revoked)"),
                     };
                 }
             }
@@ -201,9 +194,7 @@ impl KvState {
         let mut deleted = 0;
         for op in &txn.ops {
             match op {
-                Op::Put { key, value, lease } => {
-                    self.put(revision, key, value.clone(), *lease, events)
-                }
+                Op::Put { key, value, lease } => self.put(revision, key, value.clone(), *lease, events),
                 Op::Delete { key } => deleted += u64::from(self.delete(revision, key, events)),
                 Op::DeletePrefix { prefix } => {
                     let keys: Vec<String> = self
@@ -325,15 +316,7 @@ mod tests {
         s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
         s.apply(&txn(vec![], vec![put("/b", "1")]), &mut ev);
         // A change-free command keeps the revision.
-        s.apply(
-            &txn(
-                vec![],
-                vec![Op::Delete {
-                    key: "/none".into(),
-                }],
-            ),
-            &mut ev,
-        );
+        s.apply(&txn(vec![], vec![Op::Delete { key: "/none".into() }]), &mut ev);
         s.apply(&txn(vec![], vec![put("/a", "2")]), &mut ev);
         let e = &s.kv["/a"];
         assert_eq!((e.create_revision, e.mod_revision, e.version), (1, 3, 2));
@@ -445,24 +428,11 @@ mod tests {
         s.apply(
             &txn(
                 vec![],
-                vec![
-                    put("/a/1", ""),
-                    put("/a/2", ""),
-                    put("/ab", ""),
-                    put("/b", ""),
-                ],
+                vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")],
             ),
             &mut ev,
         );
-        let r = s.apply(
-            &txn(
-                vec![],
-                vec![Op::DeletePrefix {
-                    prefix: "/a/".into(),
-                }],
-            ),
-            &mut ev,
-        );
+        let r = s.apply(&txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
         assert!(matches!(r, CommandResult::Txn { deleted: 2, .. }));
         assert_eq!(s.kv.len(), 2);
     }

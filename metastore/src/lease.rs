@@ -90,11 +90,7 @@ impl LeaseKeeper {
             let expired: Vec<u64> = {
                 let leases: Vec<(u64, u64)> = {
                     let g = self.sm.inner.read();
-                    g.state
-                        .leases
-                        .iter()
-                        .map(|(id, l)| (*id, l.ttl_ms))
-                        .collect()
+                    g.state.leases.iter().map(|(id, l)| (*id, l.ttl_ms)).collect()
                 };
                 let mut d = self.deadlines.lock();
                 d.retain(|id, _| leases.iter().any(|(l, _)| l == id));

@@ -12,6 +12,7 @@ pub mod lease;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod peers;
 pub mod proposer;
 pub mod read_index;
 pub mod service;

@@ -74,10 +74,7 @@ impl LogStore {
             .map_err(|e| sled::Error::Io(std::io::Error::other(e.to_string())))?
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(
-        &self,
-        key: &[u8],
-    ) -> Result<Option<T>, StorageError> {
+    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
         match self.meta.get(key).map_err(read_err)? {
             None => Ok(None),
             Some(v) => codec::decode(&v).map(Some).map_err(read_err),
@@ -169,9 +166,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta
             .insert(KEY_VOTE, codec::encode(vote))
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        self.flush()
-            .await
-            .map_err(|e| StorageIOError::write_vote(&e))?;
+        self.flush().await.map_err(|e| StorageIOError::write_vote(&e))?;
         Ok(())
     }
 
@@ -191,11 +186,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(self.get_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten())
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: LogFlushed<TypeConfig>,
-    ) -> Result<(), StorageError>
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -207,10 +198,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.logs.apply_batch(batch).map_err(write_err)?;
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
-            let r = self
-                .flush()
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()));
+            let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));
             cb.log_io_completed(r);
         }
         Ok(())

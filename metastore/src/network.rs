@@ -1,78 +1,46 @@
 //! Raft traffic between nodes over gRPC: the client side openraft calls, and the server side.
 //! Messages are openraft's own types, encoded by [`codec`].
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
+    VoteResponse,
 };
-use proto::raft::raft_client::RaftClient;
 use proto::raft::{RaftPayload, ReadIndexRequest, ReadIndexResponse};
 use serde::de::DeserializeOwned;
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 
 use crate::codec;
+use crate::peers::Peers;
+use crate::proposer::propose_as_leader;
 use crate::read_index::{ReadIndex, ReadIndexError};
-use crate::types::{Node, NodeId, Raft, TypeConfig};
+use crate::types::{Node, NodeId, Proposal, Raft, TypeConfig};
 
-/// Largest gRPC message between nodes: a big transaction is one log entry.
-pub const MAX_RAFT_MESSAGE: usize = 1 << 30;
-
-/// Opens a lazy channel to `addr` (HOST:PORT).
-pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
-    Ok(Endpoint::from_shared(format!("http://{addr}"))?
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .connect_lazy())
-}
-
-/// A Raft client to a peer, with message limits sized for large entries.
-pub fn raft_client(addr: &str) -> Result<RaftClient<Channel>, tonic::transport::Error> {
-    Ok(RaftClient::new(channel(addr)?)
-        .max_decoding_message_size(MAX_RAFT_MESSAGE)
-        .max_encoding_message_size(MAX_RAFT_MESSAGE))
-}
-
-/// Makes [`PeerClient`]s for openraft, sharing one HTTP/2 connection per peer: openraft asks
-/// for a new client on every read-index round, and a fresh connection each time costs a handshake.
+/// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
+/// new client on every read-index round, and a fresh connection each time costs a handshake.
 #[derive(Clone, Default)]
 pub struct NetworkFactory {
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    peers: Peers,
+}
+
+impl NetworkFactory {
+    /// A factory over `peers`.
+    pub fn new(peers: Peers) -> Self {
+        Self { peers }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &Node) -> PeerClient {
-        let client = {
-            let mut channels = self.channels.lock();
-            match channels.get(&node.addr) {
-                Some(c) => Some(c.clone()),
-                None => channel(&node.addr).ok().inspect(|c| {
-                    channels.insert(node.addr.clone(), c.clone());
-                }),
-            }
-        }
-        .map(|c| {
-            RaftClient::new(c)
-                .max_decoding_message_size(MAX_RAFT_MESSAGE)
-                .max_encoding_message_size(MAX_RAFT_MESSAGE)
-        });
         PeerClient {
             target,
             addr: node.addr.clone(),
-            client,
+            peers: self.peers.clone(),
         }
     }
 }
@@ -81,7 +49,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
-    client: Option<RaftClient<Channel>>,
+    peers: Peers,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,30 +78,20 @@ impl PeerClient {
         T: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let raw = self
-            .call_raw(rpc, data, option.hard_ttl())
-            .await
-            .map_err(|e| match e {
-                CallError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
-                CallError::Network(_) => RPCError::Network(NetworkError::new(&e)),
-            })?;
+        let raw = self.call_raw(rpc, data, option.hard_ttl()).await.map_err(|e| match e {
+            CallError::Unreachable(_) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(_) => RPCError::Network(NetworkError::new(&e)),
+        })?;
         let res: Result<T, RaftError<NodeId, E>> =
             codec::decode(&raw).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 
-    async fn call_raw(
-        &mut self,
-        rpc: Rpc,
-        data: Vec<u8>,
-        ttl: Duration,
-    ) -> Result<Vec<u8>, CallError> {
-        if self.client.is_none() {
-            self.client =
-                Some(raft_client(&self.addr).map_err(|e| CallError::Unreachable(e.to_string()))?);
-        }
-        // Set just above; cloning a tonic client is cheap.
-        let mut client = self.client.clone().expect("client was set above");
+    async fn call_raw(&mut self, rpc: Rpc, data: Vec<u8>, ttl: Duration) -> Result<Vec<u8>, CallError> {
+        let mut client = self
+            .peers
+            .raft(&self.addr)
+            .map_err(|e| CallError::Unreachable(e.to_string()))?;
         let mut req = Request::new(RaftPayload { data: data.into() });
         req.set_timeout(ttl);
         let res = match rpc {
@@ -143,9 +101,7 @@ impl PeerClient {
         };
         match res {
             Ok(r) => Ok(r.into_inner().data.to_vec()),
-            Err(s) if s.code() == tonic::Code::Unavailable => {
-                Err(CallError::Unreachable(s.message().to_string()))
-            }
+            Err(s) if s.code() == tonic::Code::Unavailable => Err(CallError::Unreachable(s.message().to_string())),
             Err(s) => Err(CallError::Network(format!("{}: {}", s.code(), s.message()))),
         }
     }
@@ -164,10 +120,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>,
-    > {
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId, InstallSnapshotError>>> {
         self.call(Rpc::Snapshot, codec::encode(&rpc), &option).await
     }
 
@@ -187,15 +140,14 @@ pub struct RaftService {
 }
 
 impl RaftService {
-    /// Serves `raft` and the leader's read index.
+    /// Serves `raft`, the leader's read index and followers' forwarded proposals.
     pub fn new(raft: Raft, read_index: ReadIndex) -> Self {
         Self { raft, read_index }
     }
 }
 
 fn decode_rpc<T: DeserializeOwned>(req: Request<RaftPayload>) -> Result<T, Status> {
-    codec::decode(&req.into_inner().data)
-        .map_err(|e| Status::invalid_argument(format!("raft payload: {e}")))
+    codec::decode(&req.into_inner().data).map_err(|e| Status::invalid_argument(format!("raft payload: {e}")))
 }
 
 fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
@@ -206,10 +158,7 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 
 #[tonic::async_trait]
 impl proto::raft::raft_server::Raft for RaftService {
-    async fn append_entries(
-        &self,
-        req: Request<RaftPayload>,
-    ) -> Result<Response<RaftPayload>, Status> {
+    async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = decode_rpc(req)?;
         reply(&self.raft.append_entries(rpc).await)
     }
@@ -219,24 +168,21 @@ impl proto::raft::raft_server::Raft for RaftService {
         reply(&self.raft.vote(rpc).await)
     }
 
-    async fn install_snapshot(
-        &self,
-        req: Request<RaftPayload>,
-    ) -> Result<Response<RaftPayload>, Status> {
+    async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: InstallSnapshotRequest<TypeConfig> = decode_rpc(req)?;
         reply(&self.raft.install_snapshot(rpc).await)
     }
 
-    async fn read_index(
-        &self,
-        _req: Request<ReadIndexRequest>,
-    ) -> Result<Response<ReadIndexResponse>, Status> {
-        match self.read_index.read_index().await {
+    async fn read_index(&self, _req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
+        match self.read_index.read_index_as_leader().await {
             Ok(index) => Ok(Response::new(ReadIndexResponse { index })),
-            Err(ReadIndexError::NotLeader { .. }) => {
-                Err(Status::failed_precondition("not the leader"))
-            }
+            Err(ReadIndexError::NotLeader) => Err(Status::failed_precondition("not the leader")),
             Err(e) => Err(Status::unavailable(e.to_string())),
         }
+    }
+
+    async fn propose(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        let proposal: Proposal = decode_rpc(req)?;
+        reply(&propose_as_leader(&self.raft, proposal).await)
     }
 }

@@ -16,7 +16,8 @@ use tokio_stream::StreamExt;
 
 use crate::lease::LeaseKeeper;
 use crate::log_store::LogStore;
-use crate::network::{NetworkFactory, RaftService, MAX_RAFT_MESSAGE};
+use crate::network::{NetworkFactory, RaftService};
+use crate::peers::{Peers, MAX_MESSAGE};
 use crate::proposer::Proposer;
 use crate::read_index::ReadIndex;
 use crate::service::{MetastoreService, NodeCore};
@@ -74,12 +75,7 @@ pub struct NodeConfig {
 
 impl NodeConfig {
     /// A config with default tuning.
-    pub fn new(
-        id: NodeId,
-        data_dir: PathBuf,
-        listen: SocketAddr,
-        peers: BTreeMap<NodeId, String>,
-    ) -> Self {
+    pub fn new(id: NodeId, data_dir: PathBuf, listen: SocketAddr, peers: BTreeMap<NodeId, String>) -> Self {
         Self {
             id,
             data_dir,
@@ -192,11 +188,12 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         source,
     })?;
 
-    let raft = Raft::new(cfg.id, config, NetworkFactory::default(), log_store, sm)
+    let peers = Peers::default();
+    let raft = Raft::new(cfg.id, config, NetworkFactory::new(peers.clone()), log_store, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let read_index = ReadIndex::start(raft.clone());
-    let proposer = Proposer::start(raft.clone());
+    let read_index = ReadIndex::start(cfg.id, raft.clone(), peers.clone());
+    let proposer = Proposer::start(cfg.id, raft.clone(), peers.clone());
     let leases = LeaseKeeper::start(cfg.id, raft.clone(), proposer.clone(), shared.clone());
     let core = Arc::new(NodeCore::new(
         cfg.id,
@@ -206,22 +203,21 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         read_index.clone(),
         leases,
         proposer,
+        peers,
     ));
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
-    health_reporter
-        .set_serving::<MetastoreServer<MetastoreService>>()
-        .await;
+    health_reporter.set_serving::<MetastoreServer<MetastoreService>>().await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| NodeError::Config(e.to_string()))?;
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
-        .max_decoding_message_size(MAX_RAFT_MESSAGE)
-        .max_encoding_message_size(MAX_RAFT_MESSAGE);
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
     let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index))
-        .max_decoding_message_size(MAX_RAFT_MESSAGE)
-        .max_encoding_message_size(MAX_RAFT_MESSAGE);
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     // Our own listener bypasses the builder's tcp_nodelay; without it, Nagle and delayed ACKs
     // add 40 ms to small request/response exchanges.
@@ -253,11 +249,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             .map_err(|e| NodeError::Raft(e.to_string()))?;
         if !initialized {
             // Every founding node proposes the same membership; openraft accepts that.
-            let members: BTreeMap<NodeId, Node> = cfg
-                .peers
-                .iter()
-                .map(|(id, a)| (*id, Node::new(a.clone())))
-                .collect();
+            let members: BTreeMap<NodeId, Node> = cfg.peers.iter().map(|(id, a)| (*id, Node::new(a.clone()))).collect();
             if let Err(e) = raft.initialize(members).await {
                 tracing::info!(error = %e, "not initializing: cluster already formed");
             }

@@ -1,14 +1,19 @@
 //! Batches concurrent client commands into one Raft proposal: one log entry, one fsync and one
 //! replication round then serve many clients. While the in-flight limit is reached, commands wait
 //! and the next proposal carries all of them, so batches grow with load and a lone client is
-//! never delayed.
+//! never delayed. On a follower the batch goes to the leader in one internal request, so the
+//! leader handles one request per batch instead of one per client command.
 
 use std::sync::Arc;
 
 use openraft::error::{ClientWriteError, RaftError};
+use proto::raft::RaftPayload;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::types::{Command, CommandKind, CommandResult, NodeId, Op, Proposal, Raft};
+use crate::codec;
+use crate::peers::Peers;
+use crate::types::{Command, CommandKind, CommandResult, NodeId, Op, Proposal, ProposalResult, Raft};
 
 /// Most commands in one proposal.
 const MAX_BATCH_COMMANDS: usize = 4096;
@@ -18,24 +23,17 @@ const MAX_BATCH_BYTES: usize = 4 << 20;
 const MAX_IN_FLIGHT: usize = 4;
 
 /// Why a command was not applied.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
 pub enum ProposeError {
-    /// This node is not the leader; the leader, if known, is given.
+    /// No leader could take it (none known, or leadership moved while it was sent).
     #[error("not the leader")]
-    NotLeader {
-        /// The leader's id and address.
-        leader: Option<(NodeId, String)>,
-    },
-    /// Raft could not take the proposal (shutting down, for example).
+    NotLeader,
+    /// Raft or the request to the leader failed; the command may or may not have applied.
     #[error("cannot propose: {0}")]
     Unavailable(String),
 }
 
-type Pending = (
-    Command,
-    usize,
-    oneshot::Sender<Result<CommandResult, ProposeError>>,
-);
+type Pending = (Command, usize, oneshot::Sender<Result<CommandResult, ProposeError>>);
 
 /// Hands commands to the batching task.
 #[derive(Clone)]
@@ -64,9 +62,9 @@ fn approx_size(cmd: &Command) -> usize {
 
 impl Proposer {
     /// Starts the batching task for `raft`.
-    pub fn start(raft: Raft) -> Self {
+    pub fn start(id: NodeId, raft: Raft, peers: Peers) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx));
+        tokio::spawn(run(id, raft, peers, rx));
         Self { tx }
     }
 
@@ -74,15 +72,53 @@ impl Proposer {
     pub async fn propose(&self, cmd: Command) -> Result<CommandResult, ProposeError> {
         let (tx, rx) = oneshot::channel();
         let size = approx_size(&cmd);
-        self.tx
-            .send((cmd, size, tx))
-            .map_err(|_| ProposeError::Unavailable("node is shutting down".into()))?;
-        rx.await
-            .map_err(|_| ProposeError::Unavailable("node is shutting down".into()))?
+        let gone = || ProposeError::Unavailable("node is shutting down".into());
+        self.tx.send((cmd, size, tx)).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
     }
 }
 
-async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
+/// Proposes a batch as this node, if it leads.
+pub async fn propose_as_leader(raft: &Raft, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
+    match raft.client_write(proposal).await {
+        Ok(resp) => Ok(resp.data),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NotLeader),
+        Err(e) => Err(ProposeError::Unavailable(e.to_string())),
+    }
+}
+
+/// The leader's address when it is another node.
+fn remote_leader(id: NodeId, raft: &Raft) -> Option<String> {
+    let rx = raft.metrics();
+    let m = rx.borrow();
+    let leader = m.current_leader.filter(|l| *l != id)?;
+    m.membership_config
+        .membership()
+        .get_node(&leader)
+        .map(|n| n.addr.clone())
+}
+
+async fn forward(peers: &Peers, addr: &str, proposal: &Proposal) -> Result<ProposalResult, ProposeError> {
+    let mut c = peers.raft(addr).map_err(|e| ProposeError::Unavailable(e.to_string()))?;
+    let req = RaftPayload {
+        data: codec::encode(proposal).into(),
+    };
+    let resp = c
+        .propose(req)
+        .await
+        .map_err(|s| ProposeError::Unavailable(format!("leader at {addr}: {}", s.message())))?;
+    codec::decode::<Result<ProposalResult, ProposeError>>(&resp.into_inner().data)
+        .map_err(|e| ProposeError::Unavailable(format!("leader at {addr}: {e}")))?
+}
+
+async fn submit(id: NodeId, raft: &Raft, peers: &Peers, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
+    match remote_leader(id, raft) {
+        Some(addr) => forward(peers, &addr, &proposal).await,
+        None => propose_as_leader(raft, proposal).await,
+    }
+}
+
+async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut carry: Option<Pending> = None;
     loop {
@@ -113,27 +149,29 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Pending>) {
             }
         }
         let raft = raft.clone();
+        let peers = peers.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let (commands, waiters): (Vec<Command>, Vec<_>) =
-                batch.into_iter().map(|(c, _, t)| (c, t)).unzip();
-            match raft.client_write(Proposal { commands }).await {
-                Ok(resp) => {
-                    for (w, r) in waiters.into_iter().zip(resp.data.results) {
+            let (commands, waiters): (Vec<Command>, Vec<_>) = batch.into_iter().map(|(c, _, t)| (c, t)).unzip();
+            match submit(id, &raft, &peers, Proposal { commands }).await {
+                Ok(done) if done.results.len() == waiters.len() => {
+                    for (w, r) in waiters.into_iter().zip(done.results) {
                         let _ = w.send(Ok(r));
                     }
                 }
-                Err(e) => {
-                    let err = match e {
-                        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-                            ProposeError::NotLeader {
-                                leader: f.leader_id.zip(f.leader_node.map(|n| n.addr)),
-                            }
-                        }
-                        other => ProposeError::Unavailable(other.to_string()),
-                    };
+                Ok(done) => {
+                    let e = ProposeError::Unavailable(format!(
+                        "{} results for {} commands",
+                        done.results.len(),
+                        waiters.len()
+                    ));
                     for w in waiters {
-                        let _ = w.send(Err(err.clone()));
+                        let _ = w.send(Err(e.clone()));
+                    }
+                }
+                Err(e) => {
+                    for w in waiters {
+                        let _ = w.send(Err(e.clone()));
                     }
                 }
             }

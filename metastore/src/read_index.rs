@@ -1,28 +1,32 @@
 //! Linearizable reads: the leader confirms its leadership with one quorum round, shared by every
-//! read that arrived before the round started.
+//! read that arrived before the round started. A follower's concurrent reads likewise share one
+//! request to the leader for its read index.
 
 use openraft::error::{CheckIsLeaderError, RaftError};
+use proto::raft::ReadIndexRequest;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::types::{Node, NodeId, Raft};
+use crate::peers::Peers;
+use crate::types::{NodeId, Raft};
 
 /// Why no read index could be had.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadIndexError {
-    /// This node is not the leader; the leader, if known, is given.
+    /// No leader could answer (none known, or this node was asked to answer as leader and is not).
     #[error("not the leader")]
-    NotLeader {
-        /// The leader's id and address.
-        leader: Option<(NodeId, String)>,
-    },
-    /// The quorum round failed.
+    NotLeader,
+    /// The quorum round or the request to the leader failed.
     #[error("read index unavailable: {0}")]
     Unavailable(String),
 }
 
-type Waiter = oneshot::Sender<Result<u64, ReadIndexError>>;
+struct Waiter {
+    /// Whether a follower may ask the leader on this waiter's behalf.
+    forward: bool,
+    tx: oneshot::Sender<Result<u64, ReadIndexError>>,
+}
 
-/// Batches read-index requests: one quorum round per batch.
+/// Batches read-index requests: one quorum round (or one request to the leader) per batch.
 #[derive(Clone)]
 pub struct ReadIndex {
     tx: mpsc::UnboundedSender<Waiter>,
@@ -30,24 +34,32 @@ pub struct ReadIndex {
 
 impl ReadIndex {
     /// Starts the batching task for `raft`.
-    pub fn start(raft: Raft) -> Self {
+    pub fn start(id: NodeId, raft: Raft, peers: Peers) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx));
+        tokio::spawn(run(id, raft, peers, rx));
         Self { tx }
     }
 
-    /// The index this node must have applied before a read is linearizable (leader only).
+    /// The index this node must have applied before a read is linearizable; asks the leader
+    /// when this node is a follower.
     pub async fn read_index(&self) -> Result<u64, ReadIndexError> {
+        self.ask(true).await
+    }
+
+    /// Like [`ReadIndex::read_index`], but only as leader (for followers' requests).
+    pub async fn read_index_as_leader(&self) -> Result<u64, ReadIndexError> {
+        self.ask(false).await
+    }
+
+    async fn ask(&self, forward: bool) -> Result<u64, ReadIndexError> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(tx)
-            .map_err(|_| ReadIndexError::Unavailable("node is shutting down".into()))?;
-        rx.await
-            .map_err(|_| ReadIndexError::Unavailable("node is shutting down".into()))?
+        let gone = || ReadIndexError::Unavailable("node is shutting down".into());
+        self.tx.send(Waiter { forward, tx }).map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
     }
 }
 
-async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Waiter>) {
+async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiver<Waiter>) {
     let mut waiters = Vec::new();
     while let Some(first) = rx.recv().await {
         // Every waiter queued now arrived before this round begins, so the round covers it.
@@ -55,17 +67,42 @@ async fn run(raft: Raft, mut rx: mpsc::UnboundedReceiver<Waiter>) {
         while let Ok(w) = rx.try_recv() {
             waiters.push(w);
         }
-        let res = match raft.get_read_log_id().await {
-            Ok((read_log_id, _)) => Ok(read_log_id.map_or(0, |l| l.index)),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
-                Err(ReadIndexError::NotLeader {
-                    leader: f.leader_id.zip(f.leader_node.map(|n: Node| n.addr)),
-                })
+        let (as_leader, from_leader) = match raft.get_read_log_id().await {
+            Ok((read_log_id, _)) => {
+                let i = read_log_id.map_or(0, |l| l.index);
+                (Ok(i), Ok(i))
             }
-            Err(e) => Err(ReadIndexError::Unavailable(e.to_string())),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => {
+                let leader = f.leader_id.filter(|l| *l != id).zip(f.leader_node.map(|n| n.addr));
+                let from_leader = match leader {
+                    Some((_, addr)) if waiters.iter().any(|w| w.forward) => ask_leader(&peers, &addr).await,
+                    _ => Err(ReadIndexError::NotLeader),
+                };
+                (Err(ReadIndexError::NotLeader), from_leader)
+            }
+            Err(e) => {
+                let e = ReadIndexError::Unavailable(e.to_string());
+                (Err(e.clone()), Err(e))
+            }
         };
         for w in waiters.drain(..) {
-            let _ = w.send(res.clone());
+            let res = if w.forward {
+                from_leader.clone()
+            } else {
+                as_leader.clone()
+            };
+            let _ = w.tx.send(res);
         }
+    }
+}
+
+async fn ask_leader(peers: &Peers, addr: &str) -> Result<u64, ReadIndexError> {
+    let mut c = peers
+        .raft(addr)
+        .map_err(|e| ReadIndexError::Unavailable(e.to_string()))?;
+    match c.read_index(ReadIndexRequest {}).await {
+        Ok(r) => Ok(r.into_inner().index),
+        Err(s) if s.code() == tonic::Code::FailedPrecondition => Err(ReadIndexError::NotLeader),
+        Err(s) => Err(ReadIndexError::Unavailable(s.message().to_string())),
     }
 }

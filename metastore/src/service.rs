@@ -1,7 +1,7 @@
 //! The `Metastore` gRPC service: validates each request, proposes writes (forwarding them to the
 //! leader from a follower), serves reads after a read index, and streams watches.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures::Stream;
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
-use parking_lot::Mutex;
 use proto::metastore as pb;
 use proto::metastore::metastore_client::MetastoreClient;
 use proto::metastore::metastore_server::Metastore;
@@ -20,7 +19,7 @@ use tonic::{Request, Response, Status};
 
 use crate::kv_state::{Event, KvEntry};
 use crate::lease::{KeepAliveError, LeaseKeeper};
-use crate::network::{self, MAX_RAFT_MESSAGE};
+use crate::peers::Peers;
 use crate::proposer::{ProposeError, Proposer};
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::state_machine::{RevisionEvents, SmShared};
@@ -48,15 +47,10 @@ pub struct NodeCore {
     pub leases: LeaseKeeper,
     /// Batches writes into proposals.
     pub proposer: Proposer,
-    peers: Mutex<BTreeMap<String, Channel>>,
+    /// Connections to the other nodes.
+    pub peers: Peers,
     /// Set when the node stops, so long-lived streams end and clients move on.
     closing: tokio::sync::watch::Sender<bool>,
-}
-
-/// Where a write goes when this node cannot apply it.
-enum Route {
-    Forward(String),
-    Status(Status),
 }
 
 impl From<InvalidRequest> for Status {
@@ -75,6 +69,7 @@ impl NodeCore {
         read_index: ReadIndex,
         leases: LeaseKeeper,
         proposer: Proposer,
+        peers: Peers,
     ) -> Self {
         Self {
             id,
@@ -84,7 +79,7 @@ impl NodeCore {
             read_index,
             leases,
             proposer,
-            peers: Mutex::new(BTreeMap::new()),
+            peers,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -95,7 +90,13 @@ impl NodeCore {
     }
 
     fn header(&self) -> pb::ResponseHeader {
-        let revision = self.sm.inner.read().revision();
+        self.header_after(0)
+    }
+
+    /// The header for a write: its revision is at least the write's own, even when this node
+    /// (a follower that forwarded it) has not applied it yet, so a client can wait for it.
+    fn header_after(&self, written: u64) -> pb::ResponseHeader {
+        let revision = self.sm.inner.read().revision().max(written);
         let rx = self.raft.metrics();
         let m = rx.borrow();
         pb::ResponseHeader {
@@ -106,21 +107,10 @@ impl NodeCore {
         }
     }
 
-    fn peer(&self, addr: &str) -> Result<Channel, Status> {
-        let mut peers = self.peers.lock();
-        if let Some(c) = peers.get(addr) {
-            return Ok(c.clone());
-        }
-        let c = network::channel(addr)
-            .map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))?;
-        peers.insert(addr.to_string(), c.clone());
-        Ok(c)
-    }
-
     fn metastore_client(&self, addr: &str) -> Result<MetastoreClient<Channel>, Status> {
-        Ok(MetastoreClient::new(self.peer(addr)?)
-            .max_decoding_message_size(MAX_RAFT_MESSAGE)
-            .max_encoding_message_size(MAX_RAFT_MESSAGE))
+        self.peers
+            .metastore(addr)
+            .map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))
     }
 
     /// The leader's address, waiting a while for an election to end.
@@ -136,53 +126,47 @@ impl NodeCore {
                     }
                 }
             }
-            if tokio::time::timeout_at(deadline, rx.changed())
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
                 return None;
             }
         }
     }
 
-    async fn propose(&self, cmd: Command) -> Result<CommandResult, Route> {
+    /// Applies a command through the leader (the proposer forwards from a follower), retrying
+    /// while leadership moves.
+    async fn write(&self, request_id: Option<String>, kind: CommandKind) -> Result<CommandResult, Status> {
+        let cmd = Command { request_id, kind };
+        let mut last = Status::unavailable("no leader elected");
         for _ in 0..3 {
             match self.proposer.propose(cmd.clone()).await {
+                Ok(CommandResult::Rejected { reason }) => return Err(Status::failed_precondition(reason)),
                 Ok(r) => return Ok(r),
-                Err(ProposeError::NotLeader {
-                    leader: Some((id, addr)),
-                }) if id != self.id => return Err(Route::Forward(addr)),
-                Err(ProposeError::NotLeader { .. }) => match self.leader_addr().await {
-                    Some((id, _)) if id == self.id => continue,
-                    Some((_, addr)) => return Err(Route::Forward(addr)),
-                    None => return Err(Route::Status(Status::unavailable("no leader elected"))),
-                },
-                Err(e) => return Err(Route::Status(Status::unavailable(e.to_string()))),
+                Err(ProposeError::NotLeader { .. }) => {
+                    if self.leader_addr().await.is_none() {
+                        return Err(Status::unavailable("no leader elected"));
+                    }
+                    last = Status::unavailable("leadership is changing");
+                }
+                Err(e) => return Err(Status::unavailable(e.to_string())),
             }
         }
-        Err(Route::Status(Status::unavailable("leadership is changing")))
+        Err(last)
     }
 
     /// Waits until this node has applied everything committed before the call (read index).
     pub async fn linearize(&self) -> Result<(), Status> {
-        let index = match self.read_index.read_index().await {
-            Ok(i) => i,
-            Err(ReadIndexError::NotLeader { leader }) => {
-                let addr = match leader {
-                    Some((_, a)) => a,
-                    None => self
-                        .leader_addr()
-                        .await
-                        .map(|(_, a)| a)
-                        .ok_or_else(|| Status::unavailable("no leader elected"))?,
-                };
-                let mut c = proto::raft::raft_client::RaftClient::new(self.peer(&addr)?);
-                c.read_index(proto::raft::ReadIndexRequest {})
-                    .await?
-                    .into_inner()
-                    .index
+        let mut tries = 0;
+        let index = loop {
+            match self.read_index.read_index().await {
+                Ok(i) => break i,
+                Err(ReadIndexError::NotLeader { .. }) if tries < 3 => {
+                    tries += 1;
+                    if self.leader_addr().await.is_none() {
+                        return Err(Status::unavailable("no leader elected"));
+                    }
+                }
+                Err(e) => return Err(Status::unavailable(e.to_string())),
             }
-            Err(e) => return Err(Status::unavailable(e.to_string())),
         };
         let mut rx = self.sm.applied.subscribe();
         let reached = matches!(
@@ -198,23 +182,7 @@ impl NodeCore {
         }
     }
 
-    async fn write(
-        &self,
-        request_id: Option<String>,
-        kind: CommandKind,
-    ) -> Result<Result<CommandResult, String>, Status> {
-        match self.propose(Command { request_id, kind }).await {
-            Ok(CommandResult::Rejected { reason }) => Err(Status::failed_precondition(reason)),
-            Ok(r) => Ok(Ok(r)),
-            Err(Route::Forward(addr)) => Ok(Err(addr)),
-            Err(Route::Status(s)) => Err(s),
-        }
-    }
-
-    async fn membership_change(
-        &self,
-        change: MembershipChange,
-    ) -> Result<Result<(), String>, Status> {
+    async fn membership_change(&self, change: MembershipChange) -> Result<Result<(), String>, Status> {
         // A change while another is still committing (a fresh cluster's first membership, say)
         // waits for it instead of failing.
         let deadline = tokio::time::Instant::now() + LEADER_WAIT;
@@ -373,16 +341,13 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> 
 #[tonic::async_trait]
 impl Metastore for MetastoreService {
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
-        let fwd = is_forwarded(&req);
         let r = req.into_inner();
         let txn = validate::put(&r.key, &r.value, r.lease, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
-        match self.core.write(rid, CommandKind::Txn(txn)).await? {
-            Ok(_) => Ok(Response::new(pb::PutResponse {
-                header: Some(self.core.header()),
-            })),
-            Err(addr) => forward!(self, fwd, addr, put, r),
-        }
+        let res = self.core.write(rid, CommandKind::Txn(txn)).await?;
+        Ok(Response::new(pb::PutResponse {
+            header: Some(self.core.header_after(res.revision())),
+        }))
     }
 
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
@@ -391,35 +356,20 @@ impl Metastore for MetastoreService {
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let kv = self
-            .core
-            .sm
-            .inner
-            .read()
-            .state
-            .kv
-            .get(&r.key)
-            .map(|e| to_pb(&r.key, e));
+        let kv = self.core.sm.inner.read().state.kv.get(&r.key).map(|e| to_pb(&r.key, e));
         Ok(Response::new(pb::GetResponse {
             header: Some(self.core.header()),
             kv,
         }))
     }
 
-    async fn range(
-        &self,
-        req: Request<pb::RangeRequest>,
-    ) -> Result<Response<pb::RangeResponse>, Status> {
+    async fn range(&self, req: Request<pb::RangeRequest>) -> Result<Response<pb::RangeResponse>, Status> {
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let limit = if r.limit == 0 {
-            usize::MAX
-        } else {
-            r.limit as usize
-        };
+        let limit = if r.limit == 0 { usize::MAX } else { r.limit as usize };
         let start = if r.start_after.is_empty() || r.start_after < r.prefix {
             r.prefix.clone()
         } else {
@@ -454,11 +404,7 @@ impl Metastore for MetastoreService {
         }))
     }
 
-    async fn delete(
-        &self,
-        req: Request<pb::DeleteRequest>,
-    ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let fwd = is_forwarded(&req);
+    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
         let r = req.into_inner();
         validate::key("key", &r.key, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
@@ -466,20 +412,17 @@ impl Metastore for MetastoreService {
             guards: vec![],
             ops: vec![crate::types::Op::Delete { key: r.key.clone() }],
         };
-        match self.core.write(rid, CommandKind::Txn(txn)).await? {
-            Ok(res) => Ok(Response::new(pb::DeleteResponse {
-                header: Some(self.core.header()),
-                deleted: deleted_of(&res),
-            })),
-            Err(addr) => forward!(self, fwd, addr, delete, r),
-        }
+        let res = self.core.write(rid, CommandKind::Txn(txn)).await?;
+        Ok(Response::new(pb::DeleteResponse {
+            header: Some(self.core.header_after(res.revision())),
+            deleted: deleted_of(&res),
+        }))
     }
 
     async fn delete_prefix(
         &self,
         req: Request<pb::DeletePrefixRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let fwd = is_forwarded(&req);
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
@@ -489,41 +432,37 @@ impl Metastore for MetastoreService {
                 prefix: r.prefix.clone(),
             }],
         };
-        match self.core.write(rid, CommandKind::Txn(txn)).await? {
-            Ok(res) => Ok(Response::new(pb::DeleteResponse {
-                header: Some(self.core.header()),
-                deleted: deleted_of(&res),
-            })),
-            Err(addr) => forward!(self, fwd, addr, delete_prefix, r),
-        }
+        let res = self.core.write(rid, CommandKind::Txn(txn)).await?;
+        Ok(Response::new(pb::DeleteResponse {
+            header: Some(self.core.header_after(res.revision())),
+            deleted: deleted_of(&res),
+        }))
     }
 
     async fn txn(&self, req: Request<pb::TxnRequest>) -> Result<Response<pb::TxnResponse>, Status> {
-        let fwd = is_forwarded(&req);
         let r = req.into_inner();
         let txn = validate::txn(&r, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
         match self.core.write(rid, CommandKind::Txn(txn)).await? {
-            Ok(CommandResult::Txn {
+            CommandResult::Txn {
+                revision,
                 succeeded,
                 failed_guard,
                 deleted,
-                ..
-            }) => {
+            } => {
                 let (failed_guard, failed_reason) = match failed_guard {
                     Some((i, why)) => (Some(i), why),
                     None => (None, String::new()),
                 };
                 Ok(Response::new(pb::TxnResponse {
-                    header: Some(self.core.header()),
+                    header: Some(self.core.header_after(revision)),
                     succeeded,
                     failed_guard,
                     failed_reason,
                     deleted,
                 }))
             }
-            Ok(other) => Err(Status::internal(format!("unexpected result {other:?}"))),
-            Err(addr) => forward!(self, fwd, addr, txn, r),
+            other => Err(Status::internal(format!("unexpected result {other:?}"))),
         }
     }
 
@@ -544,7 +483,6 @@ impl Metastore for MetastoreService {
         &self,
         req: Request<pb::LeaseGrantRequest>,
     ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
-        let fwd = is_forwarded(&req);
         let r = req.into_inner();
         validate::lease_ttl(r.ttl_ms, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
@@ -553,15 +491,12 @@ impl Metastore for MetastoreService {
             .write(rid, CommandKind::LeaseGrant { ttl_ms: r.ttl_ms })
             .await?
         {
-            Ok(CommandResult::LeaseGranted { id, ttl_ms }) => {
-                Ok(Response::new(pb::LeaseGrantResponse {
-                    header: Some(self.core.header()),
-                    id,
-                    ttl_ms,
-                }))
-            }
-            Ok(other) => Err(Status::internal(format!("unexpected result {other:?}"))),
-            Err(addr) => forward!(self, fwd, addr, lease_grant, r),
+            CommandResult::LeaseGranted { id, ttl_ms } => Ok(Response::new(pb::LeaseGrantResponse {
+                header: Some(self.core.header_after(id)),
+                id,
+                ttl_ms,
+            })),
+            other => Err(Status::internal(format!("unexpected result {other:?}"))),
         }
     }
 
@@ -577,9 +512,9 @@ impl Metastore for MetastoreService {
                 id: r.id,
                 ttl_ms,
             })),
-            Err(KeepAliveError::NotFound(id)) => Err(Status::not_found(format!(
-                "lease {id} not found (expired or revoked)"
-            ))),
+            Err(KeepAliveError::NotFound(id)) => {
+                Err(Status::not_found(format!("lease {id} not found (expired or revoked)")))
+            }
             Err(KeepAliveError::NotLeader) => {
                 let addr = self
                     .core
@@ -596,24 +531,16 @@ impl Metastore for MetastoreService {
         &self,
         req: Request<pb::LeaseRevokeRequest>,
     ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
-        let fwd = is_forwarded(&req);
         let r = req.into_inner();
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
-        match self
-            .core
-            .write(rid, CommandKind::LeaseRevoke { id: r.id })
-            .await?
-        {
-            Ok(CommandResult::LeaseRevoked { found: true, .. }) => {
-                Ok(Response::new(pb::LeaseRevokeResponse {
-                    header: Some(self.core.header()),
-                }))
-            }
-            Ok(_) => Err(Status::not_found(format!(
+        match self.core.write(rid, CommandKind::LeaseRevoke { id: r.id }).await? {
+            CommandResult::LeaseRevoked { found: true, revision } => Ok(Response::new(pb::LeaseRevokeResponse {
+                header: Some(self.core.header_after(revision)),
+            })),
+            _ => Err(Status::not_found(format!(
                 "lease {} not found (expired or revoked)",
                 r.id
             ))),
-            Err(addr) => forward!(self, fwd, addr, lease_revoke, r),
         }
     }
 
@@ -637,20 +564,14 @@ impl Metastore for MetastoreService {
             return Err(Status::invalid_argument("id: must be greater than 0"));
         }
         if r.addr.parse::<std::net::SocketAddr>().is_err() && !r.addr.contains(':') {
-            return Err(Status::invalid_argument(format!(
-                "addr: {:?} is not HOST:PORT",
-                r.addr
-            )));
+            return Err(Status::invalid_argument(format!("addr: {:?} is not HOST:PORT", r.addr)));
         }
         match self
             .core
             .membership_change(MembershipChange::AddLearner(r.id, r.addr.clone()))
             .await?
         {
-            Ok(()) => {
-                self.member_list(Request::new(pb::MemberListRequest {}))
-                    .await
-            }
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
             Err(addr) => forward!(self, fwd, addr, member_add_learner, r),
         }
     }
@@ -667,15 +588,8 @@ impl Metastore for MetastoreService {
                 r.id
             )));
         }
-        match self
-            .core
-            .membership_change(MembershipChange::Promote(r.id))
-            .await?
-        {
-            Ok(()) => {
-                self.member_list(Request::new(pb::MemberListRequest {}))
-                    .await
-            }
+        match self.core.membership_change(MembershipChange::Promote(r.id)).await? {
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
             Err(addr) => forward!(self, fwd, addr, member_promote, r),
         }
     }
@@ -687,28 +601,15 @@ impl Metastore for MetastoreService {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
         if !self.core.members().iter().any(|m| m.id == r.id) {
-            return Err(Status::not_found(format!(
-                "id: node {} is not a member",
-                r.id
-            )));
+            return Err(Status::not_found(format!("id: node {} is not a member", r.id)));
         }
-        match self
-            .core
-            .membership_change(MembershipChange::Remove(r.id))
-            .await?
-        {
-            Ok(()) => {
-                self.member_list(Request::new(pb::MemberListRequest {}))
-                    .await
-            }
+        match self.core.membership_change(MembershipChange::Remove(r.id)).await? {
+            Ok(()) => self.member_list(Request::new(pb::MemberListRequest {})).await,
             Err(addr) => forward!(self, fwd, addr, member_remove, r),
         }
     }
 
-    async fn status(
-        &self,
-        _req: Request<pb::StatusRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(&self, _req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
         let m = self.core.raft.metrics().borrow().clone();
         let keys = self.core.sm.inner.read().state.kv.len() as u64;
         Ok(Response::new(pb::StatusResponse {
@@ -729,11 +630,7 @@ fn deleted_of(r: &CommandResult) -> u64 {
     }
 }
 
-type Subscription = (
-    broadcast::Receiver<Arc<RevisionEvents>>,
-    Vec<Arc<RevisionEvents>>,
-    u64,
-);
+type Subscription = (broadcast::Receiver<Arc<RevisionEvents>>, Vec<Arc<RevisionEvents>>, u64);
 
 /// Subscribes to live changes and copies the history from `start` under one lock, so that no
 /// revision falls between the two and none is seen twice.
@@ -745,9 +642,7 @@ fn subscribe(sm: &SmShared, start: u64) -> Result<Subscription, Status> {
     let backlog = if next > current {
         Vec::new()
     } else {
-        g.history
-            .since(next)
-            .ok_or_else(|| compacted(next, g.history.start))?
+        g.history.since(next).ok_or_else(|| compacted(next, g.history.start))?
     };
     Ok((sub, backlog, next))
 }

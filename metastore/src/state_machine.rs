@@ -166,11 +166,7 @@ impl StateMachine {
 }
 
 /// Snapshot file layout: meta length (u64 LE), meta, data; written to a temp file, fsynced, renamed.
-fn write_snapshot_file(
-    path: &Path,
-    meta: &SnapshotMeta<NodeId, Node>,
-    data: &[u8],
-) -> std::io::Result<()> {
+fn write_snapshot_file(path: &Path, meta: &SnapshotMeta<NodeId, Node>, data: &[u8]) -> std::io::Result<()> {
     let meta_bytes = codec::encode(meta);
     let tmp = path.with_extension("tmp");
     {
@@ -196,10 +192,7 @@ fn read_snapshot_file(path: &Path) -> Result<Option<SnapshotFile>, StorageError>
         Err(e) => return Err(snap_read_err(e)),
     };
     let bad = || snap_read_err(std::io::Error::other("snapshot file is truncated"));
-    let len_bytes: [u8; 8] = bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(bad)?;
+    let len_bytes: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
     let meta_len = usize::try_from(u64::from_le_bytes(len_bytes)).map_err(|_| bad())?;
     let meta_end = 8usize
         .checked_add(meta_len)
@@ -222,12 +215,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             }
         };
         let snapshot_id = match body.last_applied {
-            Some(l) => format!(
-                "{}-{}-{}",
-                l.leader_id,
-                l.index,
-                uuid::Uuid::new_v4().simple()
-            ),
+            Some(l) => format!("{}-{}-{}", l.leader_id, l.index, uuid::Uuid::new_v4().simple()),
             None => format!("none-{}", uuid::Uuid::new_v4().simple()),
         };
         let meta = SnapshotMeta {
@@ -255,9 +243,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
 impl RaftStateMachine<TypeConfig> for StateMachine {
     type SnapshotBuilder = Self;
 
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership<NodeId, Node>), StorageError> {
         let g = self.shared.inner.read();
         Ok((g.last_applied, g.membership.clone()))
     }

@@ -40,6 +40,17 @@ pub type LogId = openraft::LogId<NodeId>;
 /// A storage error as openraft wants it.
 pub type StorageError = openraft::StorageError<NodeId>;
 
+impl CommandResult {
+    /// The store's revision right after the command applied (0 when it carries none).
+    pub fn revision(&self) -> u64 {
+        match self {
+            CommandResult::Txn { revision, .. } | CommandResult::LeaseRevoked { revision, .. } => *revision,
+            CommandResult::LeaseGranted { id, .. } => *id,
+            CommandResult::Empty | CommandResult::Rejected { .. } => 0,
+        }
+    }
+}
+
 /// One replicated write. Every write, single key or not, is a [`Txn`] or a lease change.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Command {

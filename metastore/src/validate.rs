@@ -60,10 +60,7 @@ fn path_like(field: &str, s: &str, limits: &Limits, what: &str) -> Result<(), In
         return Err(invalid(field, format!("the {what} is empty")));
     }
     if !s.starts_with('/') {
-        return Err(invalid(
-            field,
-            format!("the {what} {s:?} does not start with '/'"),
-        ));
+        return Err(invalid(field, format!("the {what} {s:?} does not start with '/'")));
     }
     if s.len() > limits.max_key_bytes {
         return Err(invalid(
@@ -76,16 +73,10 @@ fn path_like(field: &str, s: &str, limits: &Limits, what: &str) -> Result<(), In
         ));
     }
     if s.contains("//") {
-        return Err(invalid(
-            field,
-            format!("the {what} {s:?} has an empty path segment"),
-        ));
+        return Err(invalid(field, format!("the {what} {s:?} has an empty path segment")));
     }
     if s.chars().any(char::is_control) {
-        return Err(invalid(
-            field,
-            format!("the {what} has a control character"),
-        ));
+        return Err(invalid(field, format!("the {what} has a control character")));
     }
     Ok(())
 }
@@ -124,11 +115,7 @@ pub fn request_id(id: &str, limits: &Limits) -> Result<Option<String>, InvalidRe
     if id.len() > limits.max_request_id_bytes {
         return Err(invalid(
             "request_id",
-            format!(
-                "{} bytes, over the limit of {}",
-                id.len(),
-                limits.max_request_id_bytes
-            ),
+            format!("{} bytes, over the limit of {}", id.len(), limits.max_request_id_bytes),
         ));
     }
     Ok((!id.is_empty()).then(|| id.to_string()))
@@ -167,11 +154,7 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
     if req.ops.len() > limits.max_txn_ops {
         return Err(invalid(
             "ops",
-            format!(
-                "{} operations, over the limit of {}",
-                req.ops.len(),
-                limits.max_txn_ops
-            ),
+            format!("{} operations, over the limit of {}", req.ops.len(), limits.max_txn_ops),
         ));
     }
     if req.guards.len() > limits.max_txn_guards {
@@ -221,12 +204,7 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
         let field = format!("ops[{i}]");
         use pb::op::Op as O;
         let op = match &op.op {
-            None => {
-                return Err(invalid(
-                    &field,
-                    "no operation given (put, delete or delete_prefix)",
-                ))
-            }
+            None => return Err(invalid(&field, "no operation given (put, delete or delete_prefix)")),
             Some(O::Put(p)) => {
                 key(&format!("{field}.put.key"), &p.key, limits)?;
                 value(&format!("{field}.put.value"), &p.value, limits)?;

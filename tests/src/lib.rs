@@ -54,9 +54,7 @@ impl Cluster {
     /// Like [`Cluster::start`], with a chance to change each node's config.
     pub async fn start_with(n: u64, tweak: impl Fn(&mut NodeConfig)) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let peers: BTreeMap<u64, String> = (1..=n)
-            .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-            .collect();
+        let peers: BTreeMap<u64, String> = (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
         let mut nodes = Vec::new();
         for (id, addr) in &peers {
             let mut cfg = NodeConfig::new(
@@ -146,27 +144,15 @@ pub fn ferry_bin() -> PathBuf {
             .and_then(Path::parent)
             .expect("target profile dir")
             .to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(workspace).args([
-            "build",
-            "-q",
-            "-p",
-            "tools",
-            "--bin",
-            "ferry",
-            "--bin",
-            "ferry-bench",
-        ]);
+        cmd.current_dir(workspace)
+            .args(["build", "-q", "-p", "tools", "--bin", "ferry", "--bin", "ferry-bench"]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
-        let status = cmd
-            .status()
-            .expect("running cargo build for the ferry binary");
+        let status = cmd.status().expect("running cargo build for the ferry binary");
         assert!(status.success(), "building the ferry binary failed");
         profile_dir.join("ferry")
     })
@@ -190,13 +176,7 @@ pub struct ProcNode {
 
 impl ProcNode {
     /// Describes a node; call [`ProcNode::spawn`] to run it.
-    pub fn new(
-        id: u64,
-        addr: &str,
-        data_dir: &Path,
-        peers: &BTreeMap<u64, String>,
-        join: bool,
-    ) -> Self {
+    pub fn new(id: u64, addr: &str, data_dir: &Path, peers: &BTreeMap<u64, String>, join: bool) -> Self {
         let peers_s = peers
             .iter()
             .map(|(i, a)| format!("{i}={a}"))
@@ -270,9 +250,7 @@ impl Drop for ProcNode {
 
 /// Addresses for `n` nodes on free loopback ports, by id from 1.
 pub fn loopback_peers(n: u64) -> BTreeMap<u64, String> {
-    (1..=n)
-        .map(|id| (id, format!("127.0.0.1:{}", free_port())))
-        .collect()
+    (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect()
 }
 
 /// Parses HOST:PORT.

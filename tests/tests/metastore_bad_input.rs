@@ -80,9 +80,7 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
         (
             "txn too big",
             pb::TxnRequest {
-                ops: (0..8)
-                    .map(|i| put_op(&format!("/o/{i}"), &"y".repeat(1000)))
-                    .collect(),
+                ops: (0..8).map(|i| put_op(&format!("/o/{i}"), &"y".repeat(1000))).collect(),
                 ..Default::default()
             },
             "ops",
@@ -123,17 +121,11 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     for (name, req, field) in cases {
         let err = client.txn(req).await.expect_err(name);
         assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err}");
-        assert!(
-            err.to_string().starts_with(field),
-            "{name}: {err} should name {field}"
-        );
+        assert!(err.to_string().starts_with(field), "{name}: {err} should name {field}");
     }
 
     let err = client.put("", "x").await.unwrap_err();
-    assert!(
-        err.to_string().starts_with("key: the key is empty"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("key: the key is empty"), "{err}");
     let err = client.put("/big", vec![0u8; 5000]).await.unwrap_err();
     assert!(err.to_string().contains("over the limit of 1024"), "{err}");
     let err = client.get("nope").await.unwrap_err();
@@ -151,9 +143,7 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     assert_eq!(err.code(), Code::NotFound);
 
     // Garbage on the internal Raft port is refused, and the node lives on.
-    let mut raft = RaftClient::connect(format!("http://{}", c.addrs[0]))
-        .await
-        .unwrap();
+    let mut raft = RaftClient::connect(format!("http://{}", c.addrs[0])).await.unwrap();
     for data in [vec![], vec![1u8, 0xff, 0xff, 0xff], vec![9u8; 64]] {
         let err = raft
             .append_entries(proto::raft::RaftPayload { data: data.into() })

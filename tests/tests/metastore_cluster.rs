@@ -54,10 +54,7 @@ async fn a_retry_with_the_same_request_id_is_applied_once() {
             .expect("put");
     }
     let kv = c.client().get("/once").await.unwrap().unwrap();
-    assert_eq!(
-        kv.version, 1,
-        "three sends of one request id must apply once"
-    );
+    assert_eq!(kv.version, 1, "three sends of one request id must apply once");
     c.shutdown().await;
 }
 
@@ -78,16 +75,10 @@ async fn interleaved_transactions_never_half_apply() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let kvs = r.range("/pair/", 0).await.expect("range").kvs;
                 if kvs.len() == 2 {
-                    assert_eq!(
-                        kvs[0].value, kvs[1].value,
-                        "a transaction was seen half-applied"
-                    );
+                    assert_eq!(kvs[0].value, kvs[1].value, "a transaction was seen half-applied");
                     assert_eq!(kvs[0].mod_revision, kvs[1].mod_revision);
                 } else {
-                    assert!(
-                        kvs.is_empty(),
-                        "one key of the pair without the other: {kvs:?}"
-                    );
+                    assert!(kvs.is_empty(), "one key of the pair without the other: {kvs:?}");
                 }
                 checks += 1;
             }
@@ -131,11 +122,7 @@ async fn interleaved_transactions_never_half_apply() {
                     done += 1;
                 } else {
                     assert_eq!(r.failed_guard, Some(0));
-                    assert!(
-                        r.failed_reason.contains("expected version"),
-                        "{}",
-                        r.failed_reason
-                    );
+                    assert!(r.failed_reason.contains("expected version"), "{}", r.failed_reason);
                 }
             }
             done
@@ -150,10 +137,7 @@ async fn interleaved_transactions_never_half_apply() {
         assert!(r.await.unwrap() > 0);
     }
     let counter = c.client().get("/counter").await.unwrap().unwrap();
-    assert_eq!(
-        std::str::from_utf8(&counter.value).unwrap(),
-        total.to_string()
-    );
+    assert_eq!(std::str::from_utf8(&counter.value).unwrap(), total.to_string());
     assert_eq!(counter.version, total + 1);
     c.shutdown().await;
 }

@@ -44,10 +44,7 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
     }
     let endpoints: Vec<String> = peers.values().cloned().collect();
     let client = Client::new(&endpoints).unwrap();
-    client
-        .put("/crash-ready", "1")
-        .await
-        .expect("cluster forms");
+    client.put("/crash-ready", "1").await.expect("cluster forms");
 
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
@@ -100,11 +97,7 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
         leader_kills >= KILL_CYCLES / 3 - 1,
         "the leader was killed only {leader_kills} times"
     );
-    assert!(
-        acked.len() > 100,
-        "too few writes acknowledged: {}",
-        acked.len()
-    );
+    assert!(acked.len() > 100, "too few writes acknowledged: {}", acked.len());
 
     // Let every node catch up to a write made after the load, then read each replica locally.
     let last = client.put("/crash-done", "1").await.unwrap();
@@ -132,10 +125,7 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
             .await
             .unwrap()
             .kvs;
-        let stored: BTreeMap<String, Vec<u8>> = kvs
-            .into_iter()
-            .map(|kv| (kv.key, kv.value.to_vec()))
-            .collect();
+        let stored: BTreeMap<String, Vec<u8>> = kvs.into_iter().map(|kv| (kv.key, kv.value.to_vec())).collect();
         for (k, v) in &acked {
             assert_eq!(
                 stored.get(k).map(Vec::as_slice),
@@ -145,5 +135,8 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
             );
         }
     }
-    eprintln!("{KILL_CYCLES} kill cycles ({leader_kills} of the leader), {} acknowledged writes all present on 3 nodes", acked.len());
+    eprintln!(
+        "{KILL_CYCLES} kill cycles ({leader_kills} of the leader), {} acknowledged writes all present on 3 nodes",
+        acked.len()
+    );
 }

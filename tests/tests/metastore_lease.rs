@@ -9,10 +9,7 @@ async fn a_lease_expires_after_keepalives_stop_and_its_keys_vanish_everywhere() 
     let c = Cluster::start(3).await;
     let client = c.client();
     let lease = client.lease_grant(1500).await.unwrap();
-    client
-        .put_with_lease("/brokers/ids/1", "b1", lease)
-        .await
-        .unwrap();
+    client.put_with_lease("/brokers/ids/1", "b1", lease).await.unwrap();
     client.put("/plain", "stays").await.unwrap();
 
     // Kept alive for longer than the TTL: the key stays.
@@ -28,12 +25,7 @@ async fn a_lease_expires_after_keepalives_stop_and_its_keys_vanish_everywhere() 
     for i in 0..3 {
         let node = c.client_at(i);
         loop {
-            if node
-                .get_opt("/brokers/ids/1", true)
-                .await
-                .unwrap()
-                .is_none()
-            {
+            if node.get_opt("/brokers/ids/1", true).await.unwrap().is_none() {
                 break;
             }
             assert!(Instant::now() < deadline, "lease key still on node {i}");
@@ -43,10 +35,7 @@ async fn a_lease_expires_after_keepalives_stop_and_its_keys_vanish_everywhere() 
     }
     let err = client.lease_keep_alive(lease).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
-    let err = client
-        .put_with_lease("/late", "x", lease)
-        .await
-        .unwrap_err();
+    let err = client.put_with_lease("/late", "x", lease).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
     assert!(err.to_string().contains("not found"), "{err}");
     c.shutdown().await;

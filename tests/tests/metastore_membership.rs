@@ -33,12 +33,7 @@ async fn grow_to_four_and_shrink_back_under_writes() {
 
     // A fourth node joins: it starts empty, is added as a learner, then promoted.
     let addr = format!("127.0.0.1:{}", tests::free_port());
-    let mut cfg = NodeConfig::new(
-        4,
-        c.dir.path().join("n4"),
-        tests::sock(&addr),
-        BTreeMap::new(),
-    );
+    let mut cfg = NodeConfig::new(4, c.dir.path().join("n4"), tests::sock(&addr), BTreeMap::new());
     cfg.join = true;
     cfg.raft = tests::test_tuning();
     let n4 = metastore::start(cfg).await.unwrap();

@@ -13,9 +13,7 @@ async fn every_watcher_sees_every_change_once_in_order_across_a_leader_kill() {
     let start = c.client().put("/marker", "m").await.unwrap() + 1;
 
     // Each watcher starts on its own node and knows the others, to move on when its node dies.
-    let mut watchers: Vec<_> = (0..3)
-        .map(|i| c.client().starting_at(i).watch("/w/", start))
-        .collect();
+    let mut watchers: Vec<_> = (0..3).map(|i| c.client().starting_at(i).watch("/w/", start)).collect();
 
     let writer = c.client();
     let mut acked = BTreeSet::new();
@@ -25,10 +23,7 @@ async fn every_watcher_sees_every_change_once_in_order_across_a_leader_kill() {
             c.stop(leader).await;
         }
         let key = format!("/w/{i:04}");
-        writer
-            .put(&key, format!("v{i}"))
-            .await
-            .expect("put acknowledged");
+        writer.put(&key, format!("v{i}")).await.expect("put acknowledged");
         acked.insert(key);
     }
     c.client().put("/outside", "not watched").await.unwrap();
@@ -39,13 +34,7 @@ async fn every_watcher_sees_every_change_once_in_order_across_a_leader_kill() {
         while seen.len() < acked.len() {
             let msg = tokio::time::timeout(Duration::from_secs(30), rx.recv())
                 .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "watcher {n} stalled with {} of {} keys",
-                        seen.len(),
-                        acked.len()
-                    )
-                })
+                .unwrap_or_else(|_| panic!("watcher {n} stalled with {} of {} keys", seen.len(), acked.len()))
                 .expect("watch stream open")
                 .expect("watch event");
             assert!(

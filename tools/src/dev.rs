@@ -31,16 +31,13 @@ const NODES: u64 = 3;
 fn layout(dir: &Path, base_port: u16) -> anyhow::Result<DevLayout> {
     let path = dir.join("dev.json");
     if let Ok(bytes) = std::fs::read(&path) {
-        return serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is malformed", path.display()));
+        return serde_json::from_slice(&bytes).with_context(|| format!("{} is malformed", path.display()));
     }
     let mut nodes = BTreeMap::new();
     for id in 1..=NODES {
         let port = if base_port == 0 {
             // Reserve a free port by binding and releasing it.
-            std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port()
+            std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
         } else {
             base_port + (id - 1) as u16
         };
@@ -58,12 +55,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let mut nodes = Vec::new();
     for (id, addr) in &layout.nodes {
         let listen: SocketAddr = addr.parse()?;
-        let cfg = NodeConfig::new(
-            *id,
-            a.data_dir.join(format!("node-{id}")),
-            listen,
-            layout.nodes.clone(),
-        );
+        let cfg = NodeConfig::new(*id, a.data_dir.join(format!("node-{id}")), listen, layout.nodes.clone());
         let node = metastore::start(cfg)
             .await
             .with_context(|| format!("starting node {id} on {addr}"))?;
@@ -71,11 +63,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     }
     let bootstrap = layout.nodes.values().cloned().collect::<Vec<_>>().join(",");
     let first = layout.nodes.values().next().cloned().unwrap_or_default();
-    println!(
-        "ferry dev: {} nodes, data in {}",
-        nodes.len(),
-        a.data_dir.display()
-    );
+    println!("ferry dev: {} nodes, data in {}", nodes.len(), a.data_dir.display());
     for (id, addr) in &layout.nodes {
         println!("  node {id}: {addr}");
     }

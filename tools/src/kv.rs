@@ -168,9 +168,7 @@ fn txn_request(text: &str) -> anyhow::Result<pb::TxnRequest> {
                     lease,
                 }),
                 OpJson::Delete { key } => pb::op::Op::Delete(pb::DeleteOp { key }),
-                OpJson::DeletePrefix { prefix } => {
-                    pb::op::Op::DeletePrefix(pb::DeletePrefixOp { prefix })
-                }
+                OpJson::DeletePrefix { prefix } => pb::op::Op::DeletePrefix(pb::DeletePrefixOp { prefix }),
             }),
         })
         .collect();
@@ -251,8 +249,7 @@ pub async fn run(a: KvArgs) -> anyhow::Result<()> {
             let text = if file.as_os_str() == "-" {
                 std::io::read_to_string(std::io::stdin()).context("reading stdin")?
             } else {
-                std::fs::read_to_string(&file)
-                    .with_context(|| format!("reading {}", file.display()))?
+                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?
             };
             let r = client.txn(txn_request(&text)?).await?;
             let rev = r.header.map_or(0, |h| h.revision);

@@ -46,9 +46,7 @@ fn main() {
         _ => 0,
     };
     let runtime = if threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
         if threads > 1 {

@@ -59,12 +59,7 @@ enum MembersCmd {
 
 fn print_members(members: &[pb::Member]) {
     for m in members {
-        println!(
-            "{}\t{}\t{}",
-            m.id,
-            m.addr,
-            if m.voter { "voter" } else { "learner" }
-        );
+        println!("{}\t{}\t{}", m.id, m.addr, if m.voter { "voter" } else { "learner" });
     }
 }
 
@@ -88,13 +83,7 @@ pub async fn run(a: MetastoreArgs) -> anyhow::Result<()> {
                         let h = s.header.unwrap_or_default();
                         println!(
                             "{ep}\tid={} state={} leader={} term={} applied={} revision={} keys={}",
-                            h.member_id,
-                            s.state,
-                            h.leader_id,
-                            h.raft_term,
-                            s.applied_index,
-                            h.revision,
-                            s.keys
+                            h.member_id, s.state, h.leader_id, h.raft_term, s.applied_index, h.revision, s.keys
                         );
                     }
                     Err(e) => println!("{ep}\terror: {e}"),

@@ -72,13 +72,11 @@ enum Workload {
 /// What every store offers the workloads. One value per client connection.
 trait Backend: Send + Sync + Sized + 'static {
     /// Connects client number `i` (spread over the members).
-    fn connect(endpoints: &[String], i: usize)
-        -> impl Future<Output = anyhow::Result<Self>> + Send;
+    fn connect(endpoints: &[String], i: usize) -> impl Future<Output = anyhow::Result<Self>> + Send;
     /// Writes one key.
     fn put(&self, key: &str, value: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Writes several keys atomically.
-    fn put_all(&self, kvs: Vec<(String, Bytes)>)
-        -> impl Future<Output = anyhow::Result<()>> + Send;
+    fn put_all(&self, kvs: Vec<(String, Bytes)>) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Reads one key linearizably.
     fn get(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
@@ -103,11 +101,7 @@ impl Backend for FerryBackend {
         let ops = kvs
             .into_iter()
             .map(|(key, value)| pb::Op {
-                op: Some(pb::op::Op::Put(pb::PutOp {
-                    key,
-                    value,
-                    lease: 0,
-                })),
+                op: Some(pb::op::Op::Put(pb::PutOp { key, value, lease: 0 })),
             })
             .collect();
         let r = self
@@ -162,8 +156,7 @@ async fn run_load<B: Backend>(
         let seed = args.seed.wrapping_add(c as u64);
         tasks.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)
-                .expect("valid histogram bounds");
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds");
             let (mut ops, mut errors) = (0u64, 0u64);
             loop {
                 let now = Instant::now();
@@ -171,11 +164,7 @@ async fn run_load<B: Backend>(
                     break;
                 }
                 let res = match w {
-                    Workload::Put => {
-                        backend
-                            .put(&key(rng.random_range(0..keys)), value.clone())
-                            .await
-                    }
+                    Workload::Put => backend.put(&key(rng.random_range(0..keys)), value.clone()).await,
                     Workload::Txn10 => {
                         let kvs = (0..10)
                             .map(|_| (key(rng.random_range(0..keys)), value.clone()))
@@ -254,10 +243,7 @@ async fn try_big<B: Backend>(b: &B, n: usize, round: usize) -> bool {
 }
 
 /// Finds the largest N (up to the maximum) for which one atomic request of N partitions commits.
-async fn bigvalue<B: Backend>(
-    args: &Args,
-    endpoints: &[String],
-) -> anyhow::Result<(usize, Duration)> {
+async fn bigvalue<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<(usize, Duration)> {
     let b = B::connect(endpoints, 0).await?;
     let (mut ok, mut bad) = (0usize, None::<usize>);
     let mut n = 1000usize;
@@ -307,9 +293,7 @@ async fn main() -> anyhow::Result<()> {
 async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let backend = format!("{:?}", args.backend).to_lowercase();
     if args.workload.contains(&Workload::Get) {
-        preload::<B>(args, endpoints)
-            .await
-            .context("preloading keys")?;
+        preload::<B>(args, endpoints).await.context("preloading keys")?;
     }
     if !args.json {
         println!(
@@ -321,7 +305,10 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
         if w == Workload::Bigvalue {
             let (n, took) = bigvalue::<B>(args, endpoints).await?;
             if !args.json {
-                println!("{backend:<8} bigvalue  largest atomic reassignment: {n} partitions ({:.2} s to commit)", took.as_secs_f64());
+                println!(
+                    "{backend:<8} bigvalue  largest atomic reassignment: {n} partitions ({:.2} s to commit)",
+                    took.as_secs_f64()
+                );
             }
             println!(
                 "{{\"backend\":\"{backend}\",\"workload\":\"bigvalue\",\"partitions\":{n},\"commit_ms\":{:.1}}}",
