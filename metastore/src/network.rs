@@ -15,9 +15,9 @@ use tonic::{Request, Response, Status};
 
 use crate::codec;
 use crate::peers::Peers;
-use crate::proposer::propose_as_leader;
+use crate::proposer::Proposer;
 use crate::read_index::{ReadIndex, ReadIndexError};
-use crate::types::{Node, NodeId, Proposal, Raft, TypeConfig};
+use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
 
 /// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
 /// new client on every read-index round, and a fresh connection each time costs a handshake.
@@ -137,12 +137,17 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 pub struct RaftService {
     raft: Raft,
     read_index: ReadIndex,
+    proposer: Proposer,
 }
 
 impl RaftService {
     /// Serves `raft`, the leader's read index and followers' forwarded proposals.
-    pub fn new(raft: Raft, read_index: ReadIndex) -> Self {
-        Self { raft, read_index }
+    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer) -> Self {
+        Self {
+            raft,
+            read_index,
+            proposer,
+        }
     }
 }
 
@@ -183,6 +188,11 @@ impl proto::raft::raft_server::Raft for RaftService {
 
     async fn propose(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let proposal: Proposal = decode_rpc(req)?;
-        reply(&propose_as_leader(&self.raft, proposal).await)
+        let res = self
+            .proposer
+            .propose_forwarded(proposal.commands)
+            .await
+            .map(|results| ProposalResult { results });
+        reply(&res)
     }
 }

@@ -127,6 +127,11 @@ pub struct NodeHandle {
 }
 
 impl NodeHandle {
+    /// Read-index batches taken by this node so far (each is one quorum round on a leader).
+    pub fn read_index_rounds(&self) -> u64 {
+        self.core.read_index.rounds()
+    }
+
     /// Stops the server and Raft, and waits for both.
     pub async fn shutdown(mut self) {
         self.core.close();
@@ -202,7 +207,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         cfg.limits.clone(),
         read_index.clone(),
         leases,
-        proposer,
+        proposer.clone(),
         peers,
     ));
 
@@ -215,7 +220,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index))
+    let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index, proposer.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();

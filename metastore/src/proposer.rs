@@ -19,8 +19,9 @@ use crate::types::{Command, CommandKind, CommandResult, NodeId, Op, Proposal, Pr
 const MAX_BATCH_COMMANDS: usize = 4096;
 /// A proposal stops growing past this many bytes (a single larger command goes alone).
 const MAX_BATCH_BYTES: usize = 4 << 20;
-/// Proposals in flight at once.
-const MAX_IN_FLIGHT: usize = 4;
+/// Proposals in flight at once. openraft's core appends and fsyncs each proposal before it
+/// takes the next, so few large proposals beat many small ones.
+const MAX_IN_FLIGHT: usize = 2;
 
 /// Why a command was not applied.
 #[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
@@ -33,7 +34,14 @@ pub enum ProposeError {
     Unavailable(String),
 }
 
-type Pending = (Command, usize, oneshot::Sender<Result<CommandResult, ProposeError>>);
+/// Commands from one caller: a client command, or a follower's whole batch.
+struct Pending {
+    commands: Vec<Command>,
+    bytes: usize,
+    /// A follower's batch must not be forwarded again.
+    may_forward: bool,
+    tx: oneshot::Sender<Result<Vec<CommandResult>, ProposeError>>,
+}
 
 /// Hands commands to the batching task.
 #[derive(Clone)]
@@ -70,10 +78,29 @@ impl Proposer {
 
     /// Proposes one command and waits until it is applied.
     pub async fn propose(&self, cmd: Command) -> Result<CommandResult, ProposeError> {
+        let mut results = self.submit(vec![cmd], true).await?;
+        results
+            .pop()
+            .ok_or_else(|| ProposeError::Unavailable("no result for the command".into()))
+    }
+
+    /// Proposes a follower's batch here, merged with this node's own commands; only as leader.
+    pub async fn propose_forwarded(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, ProposeError> {
+        self.submit(commands, false).await
+    }
+
+    async fn submit(&self, commands: Vec<Command>, may_forward: bool) -> Result<Vec<CommandResult>, ProposeError> {
         let (tx, rx) = oneshot::channel();
-        let size = approx_size(&cmd);
+        let bytes = commands.iter().map(approx_size).sum();
         let gone = || ProposeError::Unavailable("node is shutting down".into());
-        self.tx.send((cmd, size, tx)).map_err(|_| gone())?;
+        self.tx
+            .send(Pending {
+                commands,
+                bytes,
+                may_forward,
+                tx,
+            })
+            .map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 }
@@ -111,10 +138,48 @@ async fn forward(peers: &Peers, addr: &str, proposal: &Proposal) -> Result<Propo
         .map_err(|e| ProposeError::Unavailable(format!("leader at {addr}: {e}")))?
 }
 
-async fn submit(id: NodeId, raft: &Raft, peers: &Peers, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
-    match remote_leader(id, raft) {
-        Some(addr) => forward(peers, &addr, &proposal).await,
+/// Proposes the batch here when this node leads, or sends it to the leader. Callers whose
+/// commands must not travel again get `NotLeader` on a follower.
+async fn submit(id: NodeId, raft: &Raft, peers: &Peers, batch: Vec<Pending>) {
+    let leader = remote_leader(id, raft);
+    let (batch, refused): (Vec<Pending>, Vec<Pending>) =
+        batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
+    for p in refused {
+        let _ = p.tx.send(Err(ProposeError::NotLeader));
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let mut commands = Vec::with_capacity(batch.iter().map(|p| p.commands.len()).sum());
+    let mut waiters = Vec::with_capacity(batch.len());
+    for p in batch {
+        waiters.push((p.commands.len(), p.tx));
+        commands.extend(p.commands);
+    }
+    let total = commands.len();
+    let proposal = Proposal { commands };
+    let res = match &leader {
+        Some(addr) => forward(peers, addr, &proposal).await,
         None => propose_as_leader(raft, proposal).await,
+    };
+    match res {
+        Ok(done) if done.results.len() == total => {
+            let mut results = done.results.into_iter();
+            for (n, tx) in waiters {
+                let _ = tx.send(Ok(results.by_ref().take(n).collect()));
+            }
+        }
+        Ok(done) => {
+            let e = ProposeError::Unavailable(format!("{} results for {total} commands", done.results.len()));
+            for (_, tx) in waiters {
+                let _ = tx.send(Err(e.clone()));
+            }
+        }
+        Err(e) => {
+            for (_, tx) in waiters {
+                let _ = tx.send(Err(e.clone()));
+            }
+        }
     }
 }
 
@@ -133,16 +198,18 @@ async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiv
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
         };
-        let mut bytes = first.1;
+        let mut bytes = first.bytes;
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH_COMMANDS {
+        let mut count = batch[0].commands.len();
+        while count < MAX_BATCH_COMMANDS {
             match rx.try_recv() {
-                Ok(p) if bytes + p.1 > MAX_BATCH_BYTES => {
+                Ok(p) if bytes + p.bytes > MAX_BATCH_BYTES => {
                     carry = Some(p);
                     break;
                 }
                 Ok(p) => {
-                    bytes += p.1;
+                    bytes += p.bytes;
+                    count += p.commands.len();
                     batch.push(p);
                 }
                 Err(_) => break,
@@ -152,29 +219,7 @@ async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiv
         let peers = peers.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let (commands, waiters): (Vec<Command>, Vec<_>) = batch.into_iter().map(|(c, _, t)| (c, t)).unzip();
-            match submit(id, &raft, &peers, Proposal { commands }).await {
-                Ok(done) if done.results.len() == waiters.len() => {
-                    for (w, r) in waiters.into_iter().zip(done.results) {
-                        let _ = w.send(Ok(r));
-                    }
-                }
-                Ok(done) => {
-                    let e = ProposeError::Unavailable(format!(
-                        "{} results for {} commands",
-                        done.results.len(),
-                        waiters.len()
-                    ));
-                    for w in waiters {
-                        let _ = w.send(Err(e.clone()));
-                    }
-                }
-                Err(e) => {
-                    for w in waiters {
-                        let _ = w.send(Err(e.clone()));
-                    }
-                }
-            }
+            submit(id, &raft, &peers, batch).await;
         });
     }
 }

@@ -2,6 +2,9 @@
 //! read that arrived before the round started. A follower's concurrent reads likewise share one
 //! request to the leader for its read index.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use openraft::error::{CheckIsLeaderError, RaftError};
 use proto::raft::ReadIndexRequest;
 use tokio::sync::{mpsc, oneshot};
@@ -30,14 +33,21 @@ struct Waiter {
 #[derive(Clone)]
 pub struct ReadIndex {
     tx: mpsc::UnboundedSender<Waiter>,
+    rounds: Arc<AtomicU64>,
 }
 
 impl ReadIndex {
     /// Starts the batching task for `raft`.
     pub fn start(id: NodeId, raft: Raft, peers: Peers) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(id, raft, peers, rx));
-        Self { tx }
+        let rounds = Arc::new(AtomicU64::new(0));
+        tokio::spawn(run(id, raft, peers, rx, rounds.clone()));
+        Self { tx, rounds }
+    }
+
+    /// How many batches (quorum rounds or requests to the leader) were taken so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
     }
 
     /// The index this node must have applied before a read is linearizable; asks the leader
@@ -59,7 +69,7 @@ impl ReadIndex {
     }
 }
 
-async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiver<Waiter>) {
+async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiver<Waiter>, rounds: Arc<AtomicU64>) {
     let mut waiters = Vec::new();
     while let Some(first) = rx.recv().await {
         // Every waiter queued now arrived before this round begins, so the round covers it.
@@ -67,6 +77,7 @@ async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiv
         while let Ok(w) = rx.try_recv() {
             waiters.push(w);
         }
+        rounds.fetch_add(1, Ordering::Relaxed);
         let (as_leader, from_leader) = match raft.get_read_log_id().await {
             Ok((read_log_id, _)) => {
                 let i = read_log_id.map_or(0, |l| l.index);

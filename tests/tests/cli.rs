@@ -1,0 +1,133 @@
+//! The `ferry` binary against a real cluster: `kv` and `metastore members` commands, their output,
+//! one-line errors and exit codes; `ferry dev` starting, stopping on SIGTERM and reusing its data.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tests::Cluster;
+
+fn ferry(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(tests::ferry_bin())
+        .args(args)
+        .output()
+        .expect("running ferry");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kv_commands_print_results_and_one_line_errors() {
+    let c = Cluster::start(3).await;
+    let bs = c.addrs.join(",");
+    let one = c.addrs[1].clone();
+    tokio::task::spawn_blocking(move || {
+        let (code, out, _) = ferry(&["kv", "put", "/cli/a", "hello", "--bootstrap-server", &bs]);
+        assert_eq!(code, 0);
+        assert!(out.starts_with("OK revision "), "{out}");
+        let (code, out, _) = ferry(&["kv", "get", "/cli/a", "--bootstrap-server", &one]);
+        assert_eq!((code, out.as_str()), (0, "hello\n"));
+        let (code, out, _) = ferry(&["kv", "range", "/cli/", "--bootstrap-server", &one]);
+        assert_eq!((code, out.as_str()), (0, "/cli/a\thello\n"));
+
+        let (code, _, err) = ferry(&["kv", "put", "cli/a", "x", "--bootstrap-server", &bs]);
+        assert_eq!(code, 1);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: key: the key \"cli/a\" does not start with '/'"),
+            "{err}"
+        );
+
+        let (code, _, err) = ferry(&["kv", "get", "/cli/none", "--bootstrap-server", &bs]);
+        assert_eq!(code, 1);
+        assert_eq!(err.trim(), "error: key /cli/none not found");
+
+        let txn = std::env::temp_dir().join(format!("ferry-cli-txn-{}.json", std::process::id()));
+        std::fs::write(
+            &txn,
+            r#"{"guards":[{"key":"/cli/a","version":5}],"ops":[{"delete":{"key":"/cli/a"}}]}"#,
+        )
+        .unwrap();
+        let (code, out, _) = ferry(&["kv", "txn", txn.to_str().unwrap(), "--bootstrap-server", &bs]);
+        assert_eq!(code, 2, "a failed guard exits 2");
+        assert!(
+            out.contains("FAILED guard 0 on /cli/a: expected version 5, found 1"),
+            "{out}"
+        );
+        std::fs::write(
+            &txn,
+            r#"{"guards":[{"key":"/cli/a","version":1}],"ops":[{"delete":{"key":"/cli/a"}}]}"#,
+        )
+        .unwrap();
+        let (code, out, _) = ferry(&["kv", "txn", txn.to_str().unwrap(), "--bootstrap-server", &bs]);
+        assert_eq!(code, 0);
+        assert!(out.starts_with("SUCCEEDED") && out.contains("deleted 1"), "{out}");
+        std::fs::write(&txn, r#"{"ops":[{"put":{"key":"/x"}}]}"#).unwrap();
+        let (code, _, err) = ferry(&["kv", "txn", txn.to_str().unwrap(), "--bootstrap-server", &bs]);
+        assert_eq!(code, 1);
+        assert!(err.starts_with("error: transaction JSON"), "{err}");
+        let _ = std::fs::remove_file(&txn);
+
+        let (code, out, _) = ferry(&["metastore", "members", "list", "--bootstrap-server", &bs]);
+        assert_eq!(code, 0);
+        assert_eq!(out.lines().filter(|l| l.ends_with("\tvoter")).count(), 3, "{out}");
+
+        let (code, _, err) = ferry(&["kv", "get", "/x", "--bootstrap-server", "127.0.0.1:1"]);
+        assert_ne!(code, 0);
+        assert_eq!(err.lines().count(), 1, "{err}");
+    })
+    .await
+    .unwrap();
+    c.shutdown().await;
+}
+
+/// Starts `ferry dev` and returns it with the bootstrap address it printed.
+fn start_dev(dir: &std::path::Path) -> (std::process::Child, String) {
+    let mut child = Command::new(tests::ferry_bin())
+        .args(["dev", "--base-port", "0", "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting ferry dev");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let bootstrap = loop {
+        let line = lines.next().expect("ferry dev printed its bootstrap line").unwrap();
+        if let Some(addr) = line.strip_prefix("bootstrap: ") {
+            break addr.to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, bootstrap)
+}
+
+fn sigterm_and_wait(child: &mut std::process::Child) -> i32 {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    for _ in 0..300 {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    panic!("ferry dev did not stop on SIGTERM");
+}
+
+#[test]
+fn dev_cluster_stops_on_sigterm_and_reuses_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut dev, bootstrap) = start_dev(dir.path());
+    let (code, _, err) = ferry(&["kv", "put", "/dev/k", "kept", "--bootstrap-server", &bootstrap]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sigterm_and_wait(&mut dev), 0);
+
+    let (mut dev, bootstrap2) = start_dev(dir.path());
+    assert_eq!(bootstrap, bootstrap2, "a second start keeps the same addresses");
+    let (code, out, err) = ferry(&["kv", "get", "/dev/k", "--bootstrap-server", &bootstrap2]);
+    assert_eq!((code, out.as_str()), (0, "kept\n"), "{err}");
+    assert_eq!(sigterm_and_wait(&mut dev), 0);
+}
