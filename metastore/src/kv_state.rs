@@ -62,6 +62,17 @@ pub struct KvState {
     pub dedup: im::HashMap<String, CommandResult>,
     /// Request ids in the order they were applied, for eviction.
     pub dedup_order: im::Vector<String>,
+    /// Transactions being staged over several log entries, by id.
+    pub staged: im::HashMap<String, StagedTxn>,
+}
+
+/// Operations of a large transaction received so far.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct StagedTxn {
+    /// The operations, in order.
+    pub ops: im::Vector<Op>,
+    /// When its first chunk was proposed (leader wall clock, ms since the epoch).
+    pub started_ms: u64,
 }
 
 impl KvState {
@@ -98,6 +109,38 @@ impl KvState {
             CommandKind::LeaseRevoke { id } => {
                 let found = self.revoke_lease(*id, revision, events);
                 CommandResult::LeaseRevoked { found, revision }
+            }
+            CommandKind::TxnStage {
+                txn_id,
+                ops,
+                started_ms,
+            } => {
+                let staged = self.staged.entry(txn_id.clone()).or_insert_with(|| StagedTxn {
+                    ops: im::Vector::new(),
+                    started_ms: *started_ms,
+                });
+                staged.ops.extend(ops.iter().cloned());
+                CommandResult::Staged {
+                    ops: staged.ops.len() as u64,
+                }
+            }
+            CommandKind::TxnCommit { txn_id, txn } => match self.staged.remove(txn_id) {
+                None => CommandResult::Rejected {
+                    reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
+                },
+                Some(staged) => {
+                    let mut ops: Vec<Op> = staged.ops.into_iter().collect();
+                    ops.extend(txn.ops.iter().cloned());
+                    let full = Txn {
+                        guards: txn.guards.clone(),
+                        ops,
+                    };
+                    self.apply_txn(revision, &full, events)
+                }
+            },
+            CommandKind::TxnAbort { txn_id } => {
+                self.staged.remove(txn_id);
+                CommandResult::Staged { ops: 0 }
             }
         };
         let changed = events.len() > before

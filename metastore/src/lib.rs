@@ -16,6 +16,7 @@ pub mod peers;
 pub mod proposer;
 pub mod read_index;
 pub mod service;
+pub mod staging;
 pub mod state_machine;
 pub mod types;
 pub mod validate;

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
@@ -18,6 +20,9 @@ use crate::peers::Peers;
 use crate::proposer::Proposer;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
+
+/// Largest AppendEntries message, unless a single entry is larger.
+const MAX_APPEND_BYTES: usize = 2 << 20;
 
 /// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
 /// new client on every read-index round, and a fresh connection each time costs a handshake.
@@ -113,7 +118,16 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
-        self.call(Rpc::Append, codec::encode(&rpc), &option).await
+        let data = codec::encode(&rpc);
+        // openraft gives each append one heartbeat interval to finish, follower fsync included:
+        // a follower far behind gets its entries in bounded slices, not all in one message.
+        if data.len() > MAX_APPEND_BYTES && rpc.entries.len() > 1 {
+            let hint = (rpc.entries.len() * MAX_APPEND_BYTES / data.len()).max(1);
+            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(
+                hint as u64,
+            )));
+        }
+        self.call(Rpc::Append, data, &option).await
     }
 
     async fn install_snapshot(

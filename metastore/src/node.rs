@@ -21,6 +21,7 @@ use crate::peers::{Peers, MAX_MESSAGE};
 use crate::proposer::Proposer;
 use crate::read_index::ReadIndex;
 use crate::service::{MetastoreService, NodeCore};
+use crate::staging;
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
 use crate::validate::Limits;
@@ -200,6 +201,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let read_index = ReadIndex::start(cfg.id, raft.clone(), peers.clone());
     let proposer = Proposer::start(cfg.id, raft.clone(), peers.clone());
     let leases = LeaseKeeper::start(cfg.id, raft.clone(), proposer.clone(), shared.clone());
+    staging::start_expiry(cfg.id, raft.clone(), proposer.clone(), shared.clone());
     let core = Arc::new(NodeCore::new(
         cfg.id,
         raft.clone(),

@@ -13,12 +13,12 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::codec;
 use crate::peers::Peers;
-use crate::types::{Command, CommandKind, CommandResult, NodeId, Op, Proposal, ProposalResult, Raft};
+use crate::types::{Command, CommandResult, NodeId, Proposal, ProposalResult, Raft};
 
 /// Most commands in one proposal.
 const MAX_BATCH_COMMANDS: usize = 4096;
 /// A proposal stops growing past this many bytes (a single larger command goes alone).
-const MAX_BATCH_BYTES: usize = 4 << 20;
+const MAX_BATCH_BYTES: usize = 1 << 20;
 /// Proposals in flight at once. openraft's core appends and fsyncs each proposal before it
 /// takes the next, so few large proposals beat many small ones.
 const MAX_IN_FLIGHT: usize = 2;
@@ -49,25 +49,6 @@ pub struct Proposer {
     tx: mpsc::UnboundedSender<Pending>,
 }
 
-/// A rough size of a command in the log, to bound a batch.
-fn approx_size(cmd: &Command) -> usize {
-    let ops = match &cmd.kind {
-        CommandKind::Txn(t) => {
-            t.ops
-                .iter()
-                .map(|op| match op {
-                    Op::Put { key, value, .. } => key.len() + value.len(),
-                    Op::Delete { key } => key.len(),
-                    Op::DeletePrefix { prefix } => prefix.len(),
-                })
-                .sum::<usize>()
-                + t.guards.iter().map(|g| g.key.len() + 16).sum::<usize>()
-        }
-        _ => 0,
-    };
-    ops + 64
-}
-
 impl Proposer {
     /// Starts the batching task for `raft`.
     pub fn start(id: NodeId, raft: Raft, peers: Peers) -> Self {
@@ -91,7 +72,7 @@ impl Proposer {
 
     async fn submit(&self, commands: Vec<Command>, may_forward: bool) -> Result<Vec<CommandResult>, ProposeError> {
         let (tx, rx) = oneshot::channel();
-        let bytes = commands.iter().map(approx_size).sum();
+        let bytes = commands.iter().map(Command::approx_size).sum();
         let gone = || ProposeError::Unavailable("node is shutting down".into());
         self.tx
             .send(Pending {

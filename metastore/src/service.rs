@@ -22,8 +22,9 @@ use crate::lease::{KeepAliveError, LeaseKeeper};
 use crate::peers::Peers;
 use crate::proposer::{ProposeError, Proposer};
 use crate::read_index::{ReadIndex, ReadIndexError};
+use crate::staging;
 use crate::state_machine::{RevisionEvents, SmShared};
-use crate::types::{Command, CommandKind, CommandResult, Node, NodeId, Raft, Txn};
+use crate::types::{Command, CommandKind, CommandResult, Node, NodeId, Op, Raft, Txn};
 use crate::validate::{self, InvalidRequest, Limits};
 
 /// Metadata key set on a request a follower forwards, so it is forwarded at most once.
@@ -151,6 +152,42 @@ impl NodeCore {
             }
         }
         Err(last)
+    }
+
+    /// Applies a transaction of any size: one entry when it fits, else staged in chunks and
+    /// committed by one final entry, which is when it becomes visible, all at once.
+    async fn write_txn(&self, request_id: Option<String>, txn: Txn) -> Result<CommandResult, Status> {
+        let bytes: usize = txn.ops.iter().map(Op::approx_size).sum();
+        if bytes <= staging::CHUNK_BYTES {
+            return self.write(request_id, CommandKind::Txn(txn)).await;
+        }
+        let txn_id = request_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let started_ms = staging::now_ms();
+        for (i, ops) in staging::split_ops(txn.ops, staging::CHUNK_BYTES)
+            .into_iter()
+            .enumerate()
+        {
+            let stage = CommandKind::TxnStage {
+                txn_id: txn_id.clone(),
+                ops,
+                started_ms,
+            };
+            if let Err(e) = self.write(Some(format!("{txn_id}#stage{i}")), stage).await {
+                let abort = CommandKind::TxnAbort { txn_id: txn_id.clone() };
+                let _ = self.write(None, abort).await;
+                return Err(e);
+            }
+        }
+        let commit = CommandKind::TxnCommit {
+            txn_id,
+            txn: Txn {
+                guards: txn.guards,
+                ops: Vec::new(),
+            },
+        };
+        self.write(request_id, commit).await
     }
 
     /// Waits until this node has applied everything committed before the call (read index).
@@ -443,7 +480,7 @@ impl Metastore for MetastoreService {
         let r = req.into_inner();
         let txn = validate::txn(&r, &self.core.limits)?;
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
-        match self.core.write(rid, CommandKind::Txn(txn)).await? {
+        match self.core.write_txn(rid, txn).await? {
             CommandResult::Txn {
                 revision,
                 succeeded,

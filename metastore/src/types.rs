@@ -40,13 +40,38 @@ pub type LogId = openraft::LogId<NodeId>;
 /// A storage error as openraft wants it.
 pub type StorageError = openraft::StorageError<NodeId>;
 
+impl Op {
+    /// Roughly how many bytes the operation takes in the log.
+    pub fn approx_size(&self) -> usize {
+        16 + match self {
+            Op::Put { key, value, .. } => key.len() + value.len(),
+            Op::Delete { key } => key.len(),
+            Op::DeletePrefix { prefix } => prefix.len(),
+        }
+    }
+}
+
+impl Command {
+    /// Roughly how many bytes the command takes in the log.
+    pub fn approx_size(&self) -> usize {
+        let ops = |ops: &[Op]| ops.iter().map(Op::approx_size).sum::<usize>();
+        64 + match &self.kind {
+            CommandKind::Txn(t) | CommandKind::TxnCommit { txn: t, .. } => {
+                ops(&t.ops) + t.guards.iter().map(|g| g.key.len() + 16).sum::<usize>()
+            }
+            CommandKind::TxnStage { ops: o, .. } => ops(o),
+            _ => 0,
+        }
+    }
+}
+
 impl CommandResult {
     /// The store's revision right after the command applied (0 when it carries none).
     pub fn revision(&self) -> u64 {
         match self {
             CommandResult::Txn { revision, .. } | CommandResult::LeaseRevoked { revision, .. } => *revision,
             CommandResult::LeaseGranted { id, .. } => *id,
-            CommandResult::Empty | CommandResult::Rejected { .. } => 0,
+            CommandResult::Empty | CommandResult::Staged { .. } | CommandResult::Rejected { .. } => 0,
         }
     }
 }
@@ -74,6 +99,28 @@ pub enum CommandKind {
     LeaseRevoke {
         /// The lease.
         id: u64,
+    },
+    /// Part of a transaction too large for one log entry: its operations are held, invisible,
+    /// until [`CommandKind::TxnCommit`] applies them all at once.
+    TxnStage {
+        /// Names the staged transaction.
+        txn_id: String,
+        /// Operations to add.
+        ops: Vec<Op>,
+        /// Leader's wall clock when the chunk was proposed, for expiring abandoned stages.
+        started_ms: u64,
+    },
+    /// Applies a staged transaction's operations followed by `txn`'s, if `txn`'s guards hold.
+    TxnCommit {
+        /// The staged transaction.
+        txn_id: String,
+        /// Guards and final operations.
+        txn: Txn,
+    },
+    /// Drops a staged transaction.
+    TxnAbort {
+        /// The staged transaction.
+        txn_id: String,
     },
 }
 
@@ -164,6 +211,11 @@ pub enum CommandResult {
         found: bool,
         /// The revision of the entry.
         revision: u64,
+    },
+    /// Operations were staged (or, for an abort, dropped).
+    Staged {
+        /// Operations now held for the transaction.
+        ops: u64,
     },
     /// The command could not apply as a whole (for example, a put names a lease that is gone).
     Rejected {

@@ -141,3 +141,94 @@ async fn interleaved_transactions_never_half_apply() {
     assert_eq!(counter.version, total + 1);
     c.shutdown().await;
 }
+
+fn put_op(key: String, value: Vec<u8>) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Put(pb::PutOp {
+            key,
+            value: value.into(),
+            lease: 0,
+        })),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_larger_than_a_log_entry_applies_all_at_once() {
+    let c = Cluster::start(3).await;
+    let leader = c.wait_leader().await;
+    // Sent through a follower, so the chunks are forwarded too.
+    let client = c.client_at((leader + 1) % 3);
+    let n = 20_000usize;
+    let ops: Vec<pb::Op> = (0..n)
+        .map(|i| put_op(format!("/big/{i:06}"), vec![b'r'; 256]))
+        .collect();
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let r = c.client_at(leader);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let resp = r
+                    .range_req(pb::RangeRequest {
+                        prefix: "/big/".into(),
+                        keys_only: true,
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                seen.push(resp.kvs.len());
+            }
+            seen
+        })
+    };
+    // A guard that fails at commit time: nothing of the staged chunks may show.
+    let failed = client
+        .txn(pb::TxnRequest {
+            guards: vec![pb::Guard {
+                key: "/big-gate".into(),
+                check: Some(pb::guard::Check::Exists(true)),
+            }],
+            ops: ops.clone(),
+            request_id: String::new(),
+        })
+        .await
+        .unwrap();
+    assert!(!failed.succeeded);
+    assert!(client.range("/big/", 1).await.unwrap().kvs.is_empty());
+
+    client.put("/big-gate", "open").await.unwrap();
+    let ok = client
+        .txn(pb::TxnRequest {
+            guards: vec![pb::Guard {
+                key: "/big-gate".into(),
+                check: Some(pb::guard::Check::Exists(true)),
+            }],
+            ops,
+            request_id: String::new(),
+        })
+        .await
+        .unwrap();
+    assert!(ok.succeeded, "{}", ok.failed_reason);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for count in reader.await.unwrap() {
+        assert!(
+            count == 0 || count == n,
+            "a reader saw {count} of {n} keys: the transaction was seen half-applied"
+        );
+    }
+    let all = client.range("/big/", 0).await.unwrap().kvs;
+    assert_eq!(all.len(), n);
+    let rev = all[0].mod_revision;
+    assert!(
+        all.iter().all(|kv| kv.mod_revision == rev),
+        "one transaction, one revision"
+    );
+    let leader_node = c.nodes[leader].as_ref().unwrap();
+    assert!(
+        leader_node.sm.inner.read().state.staged.is_empty(),
+        "staged chunks were left behind"
+    );
+    c.shutdown().await;
+}

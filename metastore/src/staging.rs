@@ -1,0 +1,112 @@
+//! Transactions too large for one log entry: their operations go to the log in chunks that the
+//! state machine holds aside, and one final entry applies them all, so the transaction stays
+//! atomic while no single entry (or replication message) grows past a chunk.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::proposer::Proposer;
+use crate::state_machine::SmShared;
+use crate::types::{Command, CommandKind, NodeId, Op, Raft};
+
+/// A transaction larger than this is staged in chunks of about this size.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// A staged transaction not committed within this time is dropped.
+const STAGE_TTL: Duration = Duration::from_secs(600);
+
+/// Splits operations into consecutive chunks of at most `max_bytes` each (a larger single
+/// operation gets a chunk of its own).
+pub fn split_ops(ops: Vec<Op>, max_bytes: usize) -> Vec<Vec<Op>> {
+    let mut chunks = Vec::new();
+    let mut cur = Vec::new();
+    let mut bytes = 0;
+    for op in ops {
+        let size = op.approx_size();
+        if !cur.is_empty() && bytes + size > max_bytes {
+            chunks.push(std::mem::take(&mut cur));
+            bytes = 0;
+        }
+        bytes += size;
+        cur.push(op);
+    }
+    if !cur.is_empty() {
+        chunks.push(cur);
+    }
+    chunks
+}
+
+/// Milliseconds since the epoch on this node's clock.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// On the leader, drops staged transactions whose writer gave up (crashed or disconnected).
+pub fn start_expiry(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        loop {
+            tick.tick().await;
+            if raft.metrics().borrow().current_leader != Some(id) {
+                continue;
+            }
+            let cutoff = now_ms().saturating_sub(STAGE_TTL.as_millis() as u64);
+            let stale: Vec<String> = sm
+                .inner
+                .read()
+                .state
+                .staged
+                .iter()
+                .filter(|(_, t)| t.started_ms < cutoff)
+                .map(|(id, _)| id.clone())
+                .collect();
+            for txn_id in stale {
+                let cmd = Command {
+                    request_id: None,
+                    kind: CommandKind::TxnAbort { txn_id },
+                };
+                if let Err(e) = proposer.propose(cmd).await {
+                    tracing::debug!(error = %e, "dropping a stale staged transaction failed; will retry");
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(n: usize) -> Op {
+        Op::Put {
+            key: format!("/k/{n}"),
+            value: vec![0u8; 100].into(),
+            lease: 0,
+        }
+    }
+
+    #[test]
+    fn chunks_keep_order_and_stay_under_the_bound() {
+        let ops: Vec<Op> = (0..1000).map(put).collect();
+        let chunks = split_ops(ops.clone(), 10_000);
+        assert!(chunks.len() > 1);
+        assert!(chunks
+            .iter()
+            .all(|c| c.iter().map(Op::approx_size).sum::<usize>() <= 10_000));
+        let joined: Vec<Op> = chunks.into_iter().flatten().collect();
+        assert_eq!(joined, ops);
+    }
+
+    #[test]
+    fn an_oversized_op_gets_its_own_chunk() {
+        let big = Op::Put {
+            key: "/big".into(),
+            value: vec![0u8; 50].into(),
+            lease: 0,
+        };
+        let chunks = split_ops(vec![put(1), big.clone(), put(2)], 60);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[1], vec![big]);
+    }
+}
