@@ -14,14 +14,10 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
 
-use crate::lease::LeaseKeeper;
 use crate::log_store::LogStore;
 use crate::network::{NetworkFactory, RaftService};
 use crate::peers::{Peers, MAX_MESSAGE};
-use crate::proposer::Proposer;
-use crate::read_index::ReadIndex;
 use crate::service::{MetastoreService, NodeCore};
-use crate::staging;
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
 use crate::validate::Limits;
@@ -194,22 +190,16 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         source,
     })?;
 
+    // One channel cache: Raft replication and the node's own forwarding share connections.
     let peers = Peers::default();
     let raft = Raft::new(cfg.id, config, NetworkFactory::new(peers.clone()), log_store, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
-    let read_index = ReadIndex::start(cfg.id, raft.clone(), peers.clone());
-    let proposer = Proposer::start(cfg.id, raft.clone(), peers.clone());
-    let leases = LeaseKeeper::start(cfg.id, raft.clone(), proposer.clone(), shared.clone());
-    staging::start_expiry(cfg.id, raft.clone(), proposer.clone(), shared.clone());
-    let core = Arc::new(NodeCore::new(
+    let core = Arc::new(NodeCore::start(
         cfg.id,
         raft.clone(),
         shared.clone(),
         cfg.limits.clone(),
-        read_index.clone(),
-        leases,
-        proposer.clone(),
         peers,
     ));
 
@@ -222,9 +212,13 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let raft_svc = RaftServer::new(RaftService::new(raft.clone(), read_index, proposer.clone()))
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE);
+    let raft_svc = RaftServer::new(RaftService::new(
+        raft.clone(),
+        core.read_index.clone(),
+        core.proposer.clone(),
+    ))
+    .max_decoding_message_size(MAX_MESSAGE)
+    .max_encoding_message_size(MAX_MESSAGE);
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     // Our own listener bypasses the builder's tcp_nodelay; without it, Nagle and delayed ACKs
     // add 40 ms to small request/response exchanges.

@@ -61,17 +61,13 @@ impl From<InvalidRequest> for Status {
 }
 
 impl NodeCore {
-    /// Bundles a node's parts.
-    pub fn new(
-        id: NodeId,
-        raft: Raft,
-        sm: Arc<SmShared>,
-        limits: Limits,
-        read_index: ReadIndex,
-        leases: LeaseKeeper,
-        proposer: Proposer,
-        peers: Peers,
-    ) -> Self {
+    /// Starts a node's request-side tasks (read index, proposer, lease and stage expiry) around
+    /// its Raft and state machine.
+    pub fn start(id: NodeId, raft: Raft, sm: Arc<SmShared>, limits: Limits, peers: Peers) -> Self {
+        let read_index = ReadIndex::start(id, raft.clone(), peers.clone());
+        let proposer = Proposer::start(id, raft.clone(), peers.clone());
+        let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
+        staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone());
         Self {
             id,
             raft,
@@ -142,7 +138,7 @@ impl NodeCore {
             match self.proposer.propose(cmd.clone()).await {
                 Ok(CommandResult::Rejected { reason }) => return Err(Status::failed_precondition(reason)),
                 Ok(r) => return Ok(r),
-                Err(ProposeError::NotLeader { .. }) => {
+                Err(ProposeError::NotLeader) => {
                     if self.leader_addr().await.is_none() {
                         return Err(Status::unavailable("no leader elected"));
                     }
@@ -196,7 +192,7 @@ impl NodeCore {
         let index = loop {
             match self.read_index.read_index().await {
                 Ok(i) => break i,
-                Err(ReadIndexError::NotLeader { .. }) if tries < 3 => {
+                Err(ReadIndexError::NotLeader) if tries < 3 => {
                     tries += 1;
                     if self.leader_addr().await.is_none() {
                         return Err(Status::unavailable("no leader elected"));
