@@ -26,4 +26,4 @@ for _ in $(seq 1 100); do
   "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$eps" >/dev/null 2>&1 && break
   sleep 0.1
 done
-"$bin/ferry-bench" --endpoints "$eps" "$@"
+"$bin/ferry-bench" --endpoints "$eps" --server-pids "$(IFS=,; echo "${pids[*]}")" "$@"

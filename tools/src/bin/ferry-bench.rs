@@ -49,6 +49,33 @@ struct Args {
     /// Print JSON lines only (no table).
     #[arg(long)]
     json: bool,
+    /// Server process ids; their CPU time over each run is reported per operation.
+    #[arg(long, value_delimiter = ',')]
+    server_pids: Vec<u32>,
+}
+
+/// CPU seconds (user + system) that the given processes have used, from /proc.
+fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let ticks = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+        .unwrap_or(100.0);
+    let mut total = 0.0;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command name, which is in parentheses and may hold spaces.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let utime: f64 = f.get(11)?.parse().ok()?;
+        let stime: f64 = f.get(12)?.parse().ok()?;
+        total += (utime + stime) / ticks;
+    }
+    Some(total)
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
@@ -297,8 +324,8 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
     }
     if !args.json {
         println!(
-            "{:<8} {:<9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7}",
-            "backend", "workload", "clients", "ops/s", "p50 ms", "p99 ms", "max ms", "errors"
+            "{:<8} {:<9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7} {:>12}",
+            "backend", "workload", "clients", "ops/s", "p50 ms", "p99 ms", "max ms", "errors", "srv cpu µs/op"
         );
     }
     for &w in &args.workload {
@@ -317,27 +344,36 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
             continue;
         }
         for &c in &args.clients {
+            let cpu_before = cpu_seconds(&args.server_pids);
             let r = run_load::<B>(args, endpoints, w, c).await?;
+            // Includes the warm-up, so divide by the operations done in it too (estimated).
+            let cpu_us_per_op = cpu_before.zip(cpu_seconds(&args.server_pids)).map(|(b, a)| {
+                let ops_in_run = r.ops as f64 * (args.duration + args.warmup) / args.duration;
+                (a - b) * 1e6 / ops_in_run.max(1.0)
+            });
             let rate = r.ops as f64 / r.secs;
             let (p50, p99, max) = (
                 r.hist.value_at_quantile(0.5),
                 r.hist.value_at_quantile(0.99),
                 r.hist.max(),
             );
+            let cpu = cpu_us_per_op.map_or("-".to_string(), |c| format!("{c:.0}"));
             if !args.json {
                 println!(
-                    "{backend:<8} {:<9} {:>7} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7}",
+                    "{backend:<8} {:<9} {:>7} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>12}",
                     format!("{:?}", r.workload).to_lowercase(),
                     r.clients,
                     rate,
                     ms(p50),
                     ms(p99),
                     ms(max),
-                    r.errors
+                    r.errors,
+                    cpu
                 );
             }
+            let cpu_json = cpu_us_per_op.map_or("null".to_string(), |c| format!("{c:.1}"));
             println!(
-                "{{\"backend\":\"{backend}\",\"workload\":\"{}\",\"clients\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{:.1},\"p50_us\":{p50},\"p99_us\":{p99},\"max_us\":{max}}}",
+                "{{\"backend\":\"{backend}\",\"workload\":\"{}\",\"clients\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{:.1},\"p50_us\":{p50},\"p99_us\":{p99},\"max_us\":{max},\"server_cpu_us_per_op\":{cpu_json}}}",
                 format!("{:?}", r.workload).to_lowercase(),
                 r.clients,
                 r.ops,
