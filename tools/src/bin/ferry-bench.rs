@@ -82,6 +82,10 @@ fn cpu_seconds(pids: &[u32]) -> Option<f64> {
 enum BackendKind {
     /// Ferry's metastore, through its client library.
     Ferry,
+    /// ZooKeeper, through zookeeper-client.
+    Zookeeper,
+    /// etcd, through etcd-client (build with `--features etcd`).
+    Etcd,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
@@ -106,6 +110,23 @@ trait Backend: Send + Sync + Sized + 'static {
     fn put_all(&self, kvs: Vec<(String, Bytes)>) -> impl Future<Output = anyhow::Result<()>> + Send;
     /// Reads one key linearizably.
     fn get(&self, key: &str) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Creates the keys the workloads use, with `value`.
+    fn preload(&self, keys: &[String], value: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send;
+    /// Writes a Kafka-style reassignment of `n` partitions in one atomic request.
+    fn write_reassignment(&self, n: usize, round: usize) -> impl Future<Output = anyhow::Result<()>> + Send;
+}
+
+/// The reassignment JSON a ZooKeeper-era controller keeps in one value.
+fn reassignment_json(n: usize) -> Vec<u8> {
+    let mut out = String::from("{\"version\":1,\"partitions\":[");
+    for p in 0..n {
+        if p > 0 {
+            out.push(',');
+        }
+        out.push_str(std::str::from_utf8(&reassignment_value(p)).unwrap_or_default());
+    }
+    out.push_str("]}");
+    out.into_bytes()
 }
 
 struct FerryBackend {
@@ -147,6 +168,144 @@ impl Backend for FerryBackend {
 
     async fn get(&self, key: &str) -> anyhow::Result<()> {
         self.client.get(key).await?;
+        Ok(())
+    }
+
+    async fn preload(&self, keys: &[String], value: Bytes) -> anyhow::Result<()> {
+        for chunk in keys.chunks(1000) {
+            self.put_all(chunk.iter().map(|k| (k.clone(), value.clone())).collect())
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_reassignment(&self, n: usize, round: usize) -> anyhow::Result<()> {
+        // One key per partition, as the controller stores it.
+        let kvs = (0..n)
+            .map(|p| {
+                (
+                    format!("/bench/reassign/{round}/topic-{}/{p}", p / 1000),
+                    reassignment_value(p),
+                )
+            })
+            .collect();
+        self.put_all(kvs).await
+    }
+}
+
+struct ZkBackend {
+    client: zookeeper_client::Client,
+}
+
+impl Backend for ZkBackend {
+    async fn connect(endpoints: &[String], i: usize) -> anyhow::Result<Self> {
+        let member = &endpoints[i % endpoints.len()];
+        Ok(Self {
+            client: zookeeper_client::Client::connect(member).await?,
+        })
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> anyhow::Result<()> {
+        self.client.set_data(key, &value, None).await?;
+        Ok(())
+    }
+
+    async fn put_all(&self, kvs: Vec<(String, Bytes)>) -> anyhow::Result<()> {
+        let mut w = self.client.new_multi_writer();
+        for (k, v) in &kvs {
+            w.add_set_data(k, v, None)?;
+        }
+        w.commit().await?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> anyhow::Result<()> {
+        self.client.sync(key).await?;
+        self.client.get_data(key).await?;
+        Ok(())
+    }
+
+    async fn preload(&self, keys: &[String], value: Bytes) -> anyhow::Result<()> {
+        let opts = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        for parent in ["/bench", "/admin"] {
+            match self.client.create(parent, &[], &opts).await {
+                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for k in keys {
+            match self.client.create(k, &value, &opts).await {
+                Ok(_) | Err(zookeeper_client::Error::NodeExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn write_reassignment(&self, n: usize, _round: usize) -> anyhow::Result<()> {
+        let path = "/admin/reassign_partitions";
+        let data = reassignment_json(n);
+        let opts = zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        match self.client.set_data(path, &data, None).await {
+            Ok(_) => Ok(()),
+            Err(zookeeper_client::Error::NoNode) => {
+                self.client.create(path, &data, &opts).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(feature = "etcd")]
+struct EtcdBackend {
+    client: etcd_client::Client,
+}
+
+#[cfg(feature = "etcd")]
+impl Backend for EtcdBackend {
+    async fn connect(endpoints: &[String], i: usize) -> anyhow::Result<Self> {
+        let member = endpoints[i % endpoints.len()].clone();
+        Ok(Self {
+            client: etcd_client::Client::connect([member], None).await?,
+        })
+    }
+
+    async fn put(&self, key: &str, value: Bytes) -> anyhow::Result<()> {
+        self.client.kv_client().put(key, value.to_vec(), None).await?;
+        Ok(())
+    }
+
+    async fn put_all(&self, kvs: Vec<(String, Bytes)>) -> anyhow::Result<()> {
+        let ops: Vec<etcd_client::TxnOp> = kvs
+            .into_iter()
+            .map(|(k, v)| etcd_client::TxnOp::put(k, v.to_vec(), None))
+            .collect();
+        self.client
+            .kv_client()
+            .txn(etcd_client::Txn::new().and_then(ops))
+            .await?;
+        Ok(())
+    }
+
+    async fn get(&self, key: &str) -> anyhow::Result<()> {
+        self.client.kv_client().get(key, None).await?;
+        Ok(())
+    }
+
+    async fn preload(&self, keys: &[String], value: Bytes) -> anyhow::Result<()> {
+        for chunk in keys.chunks(100) {
+            self.put_all(chunk.iter().map(|k| (k.clone(), value.clone())).collect())
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_reassignment(&self, n: usize, _round: usize) -> anyhow::Result<()> {
+        self.client
+            .kv_client()
+            .put("/admin/reassign_partitions", reassignment_json(n), None)
+            .await?;
         Ok(())
     }
 }
@@ -234,12 +393,8 @@ async fn run_load<B: Backend>(
 
 async fn preload<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let b = B::connect(endpoints, 0).await?;
-    let value = Bytes::from(vec![b'v'; args.value_size]);
-    for chunk in (0..args.keys).collect::<Vec<_>>().chunks(1000) {
-        b.put_all(chunk.iter().map(|i| (key(*i), value.clone())).collect())
-            .await?;
-    }
-    Ok(())
+    let keys: Vec<String> = (0..args.keys).map(key).collect();
+    b.preload(&keys, Bytes::from(vec![b'v'; args.value_size])).await
 }
 
 /// A reassignment entry as Kafka's JSON has it, one per partition key.
@@ -257,18 +412,6 @@ fn reassignment_value(p: usize) -> Bytes {
     ))
 }
 
-async fn try_big<B: Backend>(b: &B, n: usize, round: usize) -> bool {
-    let kvs = (0..n)
-        .map(|p| {
-            (
-                format!("/bench/reassign/{round}/topic-{}/{p}", p / 1000),
-                reassignment_value(p),
-            )
-        })
-        .collect();
-    b.put_all(kvs).await.is_ok()
-}
-
 /// Finds the largest N (up to the maximum) for which one atomic request of N partitions commits.
 async fn bigvalue<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<(usize, Duration)> {
     let b = B::connect(endpoints, 0).await?;
@@ -279,7 +422,7 @@ async fn bigvalue<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resu
     loop {
         round += 1;
         let t = Instant::now();
-        if try_big(&b, n, round).await {
+        if b.write_reassignment(n, round).await.is_ok() {
             ok = n;
             best_time = t.elapsed();
         } else {
@@ -314,12 +457,17 @@ async fn main() -> anyhow::Result<()> {
     }
     match args.backend {
         BackendKind::Ferry => run_all::<FerryBackend>(&args, &endpoints).await,
+        BackendKind::Zookeeper => run_all::<ZkBackend>(&args, &endpoints).await,
+        #[cfg(feature = "etcd")]
+        BackendKind::Etcd => run_all::<EtcdBackend>(&args, &endpoints).await,
+        #[cfg(not(feature = "etcd"))]
+        BackendKind::Etcd => bail!("this ferry-bench was built without etcd; rebuild with `--features etcd`"),
     }
 }
 
 async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let backend = format!("{:?}", args.backend).to_lowercase();
-    if args.workload.contains(&Workload::Get) {
+    if args.workload.iter().any(|w| *w != Workload::Bigvalue) {
         preload::<B>(args, endpoints).await.context("preloading keys")?;
     }
     if !args.json {
