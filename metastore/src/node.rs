@@ -173,6 +173,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let db = sled::Config::new()
         .path(cfg.data_dir.join("raft"))
         .cache_capacity(64 << 20)
+        .mode(sled::Mode::HighThroughput)
+        .flush_every_ms(None)
         .open()
         .map_err(|e| NodeError::Storage(e.to_string()))?;
     let log_store = LogStore::open(db).map_err(|e| NodeError::Storage(e.to_string()))?;
