@@ -21,7 +21,7 @@ const MAX_BATCH_COMMANDS: usize = 4096;
 const MAX_BATCH_BYTES: usize = 1 << 20;
 /// Proposals in flight at once. openraft's core appends and fsyncs each proposal before it
 /// takes the next, so few large proposals beat many small ones.
-const MAX_IN_FLIGHT: usize = 2;
+const MAX_IN_FLIGHT: usize = 4;
 
 /// Why a command was not applied.
 #[derive(Debug, Clone, thiserror::Error, Serialize, Deserialize)]
