@@ -110,6 +110,14 @@ impl NodeCore {
             .map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))
     }
 
+    /// The leader's address when the leader is another node (waiting a while for an election).
+    async fn remote_leader(&self) -> Option<String> {
+        self.leader_addr()
+            .await
+            .filter(|(id, _)| *id != self.id)
+            .map(|(_, addr)| addr)
+    }
+
     /// The leader's address, waiting a while for an election to end.
     async fn leader_addr(&self) -> Option<(NodeId, String)> {
         let mut rx = self.raft.metrics();
@@ -615,6 +623,10 @@ impl Metastore for MetastoreService {
     ) -> Result<Response<pb::MemberListResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
+        // Only the leader's view of the membership is current.
+        if let Some(addr) = self.core.remote_leader().await {
+            forward!(self, fwd, addr, member_promote, r)
+        }
         if !self.core.members().iter().any(|m| m.id == r.id) {
             return Err(Status::not_found(format!(
                 "id: node {} is not a member; add it as a learner first",
@@ -633,6 +645,9 @@ impl Metastore for MetastoreService {
     ) -> Result<Response<pb::MemberListResponse>, Status> {
         let fwd = is_forwarded(&req);
         let r = req.into_inner();
+        if let Some(addr) = self.core.remote_leader().await {
+            forward!(self, fwd, addr, member_remove, r)
+        }
         if !self.core.members().iter().any(|m| m.id == r.id) {
             return Err(Status::not_found(format!("id: node {} is not a member", r.id)));
         }

@@ -53,27 +53,43 @@ impl Cluster {
 
     /// Like [`Cluster::start`], with a chance to change each node's config.
     pub async fn start_with(n: u64, tweak: impl Fn(&mut NodeConfig)) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let peers: BTreeMap<u64, String> = (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
-        let mut nodes = Vec::new();
-        for (id, addr) in &peers {
-            let mut cfg = NodeConfig::new(
-                *id,
-                dir.path().join(format!("n{id}")),
-                addr.parse().unwrap(),
-                peers.clone(),
-            );
-            cfg.raft = test_tuning();
-            tweak(&mut cfg);
-            nodes.push(Some(metastore::start(cfg).await.expect("node starts")));
+        // A port found free can be taken by a concurrently running test before a node binds
+        // it; then start again on other ports.
+        for attempt in 0.. {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let peers: BTreeMap<u64, String> = (1..=n).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
+            let mut nodes = Vec::new();
+            let mut failed = None;
+            for (id, addr) in &peers {
+                let mut cfg = NodeConfig::new(*id, dir.path().join(format!("n{id}")), sock(addr), peers.clone());
+                cfg.raft = test_tuning();
+                tweak(&mut cfg);
+                match metastore::start(cfg).await {
+                    Ok(node) => nodes.push(Some(node)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let c = Self {
+                nodes,
+                addrs: peers.values().cloned().collect(),
+                dir,
+            };
+            match failed {
+                None => {
+                    c.wait_leader().await;
+                    return c;
+                }
+                Some(e) if attempt < 5 => {
+                    eprintln!("cluster start failed ({e}); retrying on other ports");
+                    c.shutdown().await;
+                }
+                Some(e) => panic!("cluster did not start: {e}"),
+            }
         }
-        let c = Self {
-            nodes,
-            addrs: peers.values().cloned().collect(),
-            dir,
-        };
-        c.wait_leader().await;
-        c
+        unreachable!("the loop returns or panics")
     }
 
     /// A client of every node.

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use metastore::Client;
 use proto::metastore as pb;
 use serde::Deserialize;
 
@@ -13,14 +12,8 @@ use crate::ExitCode;
 /// Flags of `ferry kv`.
 #[derive(Args)]
 pub struct KvArgs {
-    /// Any metastore node(s), HOST:PORT[,HOST:PORT...].
-    #[arg(
-        long,
-        global = true,
-        env = "FERRY_BOOTSTRAP_SERVER",
-        default_value = "127.0.0.1:7701"
-    )]
-    bootstrap_server: String,
+    #[command(flatten)]
+    bootstrap: crate::Bootstrap,
     #[command(subcommand)]
     cmd: KvCmd,
 }
@@ -185,7 +178,7 @@ fn show(v: &[u8]) -> String {
 
 /// Runs a `ferry kv` command.
 pub async fn run(a: KvArgs) -> anyhow::Result<()> {
-    let client = Client::new(&crate::endpoints(&a.bootstrap_server))?;
+    let client = a.bootstrap.client()?;
     match a.cmd {
         KvCmd::Put { key, value, lease } => {
             let rev = client.put_with_lease(&key, value, lease).await?;

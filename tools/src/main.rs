@@ -119,11 +119,29 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Splits `HOST:PORT,HOST:PORT` into endpoints.
-pub fn endpoints(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(String::from)
-        .collect()
+/// The `--bootstrap-server` flag of the client commands.
+#[derive(clap::Args)]
+pub struct Bootstrap {
+    /// Any metastore node(s), HOST:PORT[,HOST:PORT...].
+    #[arg(
+        long = "bootstrap-server",
+        global = true,
+        env = "FERRY_BOOTSTRAP_SERVER",
+        default_value = "127.0.0.1:7701"
+    )]
+    servers: String,
+}
+
+impl Bootstrap {
+    /// A metastore client of the named nodes.
+    pub fn client(&self) -> anyhow::Result<metastore::Client> {
+        let endpoints: Vec<String> = self
+            .servers
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(String::from)
+            .collect();
+        Ok(metastore::Client::new(&endpoints)?)
+    }
 }

@@ -1,20 +1,13 @@
 //! `ferry metastore members`: list and change the voters and learners.
 
 use clap::{Args, Subcommand};
-use metastore::Client;
 use proto::metastore as pb;
 
 /// Flags of `ferry metastore`.
 #[derive(Args)]
 pub struct MetastoreArgs {
-    /// Any metastore node(s), HOST:PORT[,HOST:PORT...].
-    #[arg(
-        long,
-        global = true,
-        env = "FERRY_BOOTSTRAP_SERVER",
-        default_value = "127.0.0.1:7701"
-    )]
-    bootstrap_server: String,
+    #[command(flatten)]
+    bootstrap: crate::Bootstrap,
     #[command(subcommand)]
     cmd: MetastoreCmd,
 }
@@ -65,7 +58,7 @@ fn print_members(members: &[pb::Member]) {
 
 /// Runs a `ferry metastore` command.
 pub async fn run(a: MetastoreArgs) -> anyhow::Result<()> {
-    let client = Client::new(&crate::endpoints(&a.bootstrap_server))?;
+    let client = a.bootstrap.client()?;
     match a.cmd {
         MetastoreCmd::Members { cmd } => {
             let members = match cmd {
