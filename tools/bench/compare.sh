@@ -46,18 +46,8 @@ wait_ready() { # command...
   echo "cluster did not become ready: $*" >&2; return 1
 }
 
-start_ferry() {
-  local base=27701
-  local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
-  for id in 1 2 3; do
-    RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
-      --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" >"$work/ferry$id.log" 2>&1 &
-    pids+=($!)
-  done
-  endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
-  server_pids=$(IFS=,; echo "${pids[*]}")
-  wait_ready "$bin/ferry" kv put /ready 1 --bootstrap-server "$endpoints"
-}
+. tools/bench/ferry-cluster.sh
+start_ferry() { start_ferry_cluster 27701; }
 
 start_etcd() {
   local cluster="e1=http://127.0.0.1:28801,e2=http://127.0.0.1:28802,e3=http://127.0.0.1:28803"

@@ -14,16 +14,6 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-base=${FERRY_BENCH_PORT:-17701}
-peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
-for id in 1 2 3; do
-  RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/n$id" \
-    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" >"$work/n$id.log" 2>&1 &
-  pids+=($!)
-done
-eps="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
-for _ in $(seq 1 100); do
-  "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$eps" >/dev/null 2>&1 && break
-  sleep 0.1
-done
-"$bin/ferry-bench" --endpoints "$eps" --server-pids "$(IFS=,; echo "${pids[*]}")" "$@"
+. tools/bench/ferry-cluster.sh
+start_ferry_cluster "${FERRY_BENCH_PORT:-17701}"
+"$bin/ferry-bench" --endpoints "$endpoints" --server-pids "$server_pids" "$@"

@@ -1,0 +1,20 @@
+# Sourced by the bench scripts: starts a 3-node Ferry metastore as separate `ferry node`
+# processes on loopback. Needs $bin (the ferry binaries), $work (a scratch dir) and a `pids`
+# array; sets $endpoints and $server_pids.
+start_ferry_cluster() { # base port
+  local base=$1
+  local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
+  for id in 1 2 3; do
+    RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
+      --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" >"$work/ferry$id.log" 2>&1 &
+    pids+=($!)
+  done
+  endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+  server_pids=$(IFS=,; echo "${pids[*]}")
+  for _ in $(seq 1 300); do
+    "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$endpoints" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "the Ferry cluster did not become ready" >&2
+  return 1
+}
