@@ -76,11 +76,6 @@ pub struct StagedTxn {
 }
 
 impl KvState {
-    /// The remembered result of a request id, if it was applied already.
-    pub fn dedup_result(&self, request_id: &str) -> Option<&CommandResult> {
-        self.dedup.get(request_id)
-    }
-
     /// Applies one committed command, pushing the changes it makes to `events`. A command that
     /// changes the store gets the next revision; one that changes nothing leaves it.
     pub fn apply(&mut self, cmd: &Command, events: &mut Vec<Event>) -> CommandResult {

@@ -87,7 +87,7 @@ impl Proposer {
 }
 
 /// Proposes a batch as this node, if it leads.
-pub async fn propose_as_leader(raft: &Raft, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
+async fn propose_as_leader(raft: &Raft, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
     match raft.client_write(proposal).await {
         Ok(resp) => Ok(resp.data),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NotLeader),

@@ -116,6 +116,15 @@ trait Backend: Send + Sync + Sized + 'static {
     fn write_reassignment(&self, n: usize, round: usize) -> impl Future<Output = anyhow::Result<()>> + Send;
 }
 
+/// Writes the keys with `value` in transactions of `per_txn` keys.
+async fn preload_in_txns<B: Backend>(b: &B, keys: &[String], value: Bytes, per_txn: usize) -> anyhow::Result<()> {
+    for chunk in keys.chunks(per_txn) {
+        b.put_all(chunk.iter().map(|k| (k.clone(), value.clone())).collect())
+            .await?;
+    }
+    Ok(())
+}
+
 /// The reassignment JSON a ZooKeeper-era controller keeps in one value.
 fn reassignment_json(n: usize) -> Vec<u8> {
     let mut out = String::from("{\"version\":1,\"partitions\":[");
@@ -172,11 +181,7 @@ impl Backend for FerryBackend {
     }
 
     async fn preload(&self, keys: &[String], value: Bytes) -> anyhow::Result<()> {
-        for chunk in keys.chunks(1000) {
-            self.put_all(chunk.iter().map(|k| (k.clone(), value.clone())).collect())
-                .await?;
-        }
-        Ok(())
+        preload_in_txns(self, keys, value, 1000).await
     }
 
     async fn write_reassignment(&self, n: usize, round: usize) -> anyhow::Result<()> {
@@ -294,11 +299,8 @@ impl Backend for EtcdBackend {
     }
 
     async fn preload(&self, keys: &[String], value: Bytes) -> anyhow::Result<()> {
-        for chunk in keys.chunks(100) {
-            self.put_all(chunk.iter().map(|k| (k.clone(), value.clone())).collect())
-                .await?;
-        }
-        Ok(())
+        // etcd refuses transactions of more than 128 operations by default.
+        preload_in_txns(self, keys, value, 100).await
     }
 
     async fn write_reassignment(&self, n: usize, _round: usize) -> anyhow::Result<()> {
