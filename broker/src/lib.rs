@@ -1,1 +1,18 @@
-//! Broker: partition logs on JBOD dirs (filled in by the brokers issue).
+//! The broker: replicated partition logs on one or more log dirs, produce and fetch, and
+//! replication driven by the metadata in the metastore. Pure parts (the log, ISR decisions) are
+//! tested on their own; `node`, `fetcher` and `service` are the drivers around them.
+
+pub mod client;
+pub mod fetcher;
+pub mod isr;
+pub mod log_dirs;
+pub mod node;
+pub mod partition_log;
+pub mod record_batch;
+pub mod replica;
+pub mod replica_manager;
+pub mod service;
+
+pub use client::{ClusterClient, DataError};
+pub use node::{Broker, BrokerConfig, BrokerHandle};
+pub use replica_manager::DataConfig;

@@ -1,1 +1,8 @@
-//! Reassignment controller (filled in by the reassignment issue).
+//! The controller: topic administration, leader election and (later) reassignment. A pure core
+//! (placement, partition changes) and thin drivers (the `Admin` service, the active controller).
+
+pub mod active;
+pub mod admin;
+pub mod partition_change;
+pub mod placement;
+pub mod topic_name;

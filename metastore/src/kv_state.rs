@@ -64,6 +64,9 @@ pub struct KvState {
     pub dedup_order: im::Vector<String>,
     /// Transactions being staged over several log entries, by id.
     pub staged: im::HashMap<String, StagedTxn>,
+    /// Term of the leader that made the entry being applied; set by the state machine.
+    #[serde(skip)]
+    pub entry_term: u64,
 }
 
 /// Operations of a large transaction received so far.
@@ -202,6 +205,12 @@ impl KvState {
                 }
                 (Check::Value(v), Some(e)) => (e.value != *v).then(|| "the value differs".to_string()),
                 (Check::Value(_), None) => Some("expected a value, the key is absent".to_string()),
+                (Check::RaftTerm(t), _) => (self.entry_term != *t).then(|| {
+                    format!(
+                        "expected Raft term {t}, the entry was made in term {}; the writer is no longer leader",
+                        self.entry_term
+                    )
+                }),
             };
             if let Some(reason) = failed {
                 return Some((i as u32, format!("guard {i} on {}: {reason}", g.key)));

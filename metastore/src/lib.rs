@@ -21,5 +21,5 @@ pub mod state_machine;
 pub mod types;
 pub mod validate;
 
-pub use client::{Client, ClientError};
+pub use client::{Client, ClientError, FollowEvent};
 pub use node::{start, NodeConfig, NodeHandle, RaftTuning};

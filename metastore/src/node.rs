@@ -68,6 +68,8 @@ pub struct NodeConfig {
     pub limits: Limits,
     /// Events kept for watchers that resume.
     pub history_events: usize,
+    /// More gRPC services served on the same port (the broker's and the admin's).
+    pub extra_services: Option<tonic::service::Routes>,
 }
 
 impl NodeConfig {
@@ -82,6 +84,7 @@ impl NodeConfig {
             raft: RaftTuning::default(),
             limits: Limits::default(),
             history_events: DEFAULT_HISTORY_EVENTS,
+            extra_services: None,
         }
     }
 }
@@ -229,10 +232,14 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             let _ = s.set_nodelay(true);
         })
     });
+    let extra = cfg.extra_services.clone();
     let server = tokio::spawn(async move {
-        let res = tonic::transport::Server::builder()
-            .tcp_nodelay(true)
-            .add_service(health)
+        let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+        let router = match extra {
+            Some(routes) => builder.add_routes(routes).add_service(health),
+            None => builder.add_service(health),
+        };
+        let res = router
             .add_service(reflection)
             .add_service(metastore)
             .add_service(raft_svc)

@@ -258,6 +258,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let mut g = self.shared.inner.write();
             for entry in entries {
                 g.last_applied = Some(entry.log_id);
+                g.state.entry_term = entry.log_id.leader_id.term;
                 match entry.payload {
                     EntryPayload::Blank => results.push(ProposalResult::default()),
                     EntryPayload::Normal(proposal) => {

@@ -155,6 +155,8 @@ pub enum Check {
     ModRevision(u64),
     /// The key exists with exactly this value.
     Value(Bytes),
+    /// The log entry was proposed by the Raft leader of this term (the key is not read).
+    RaftTerm(u64),
 }
 
 /// One change.

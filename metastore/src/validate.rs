@@ -171,8 +171,10 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
     let mut guards = Vec::with_capacity(req.guards.len());
     for (i, g) in req.guards.iter().enumerate() {
         let field = format!("guards[{i}]");
-        key(&format!("{field}.key"), &g.key, limits)?;
         use pb::guard::Check as C;
+        if !matches!(g.check, Some(C::RaftTerm(_))) {
+            key(&format!("{field}.key"), &g.key, limits)?;
+        }
         let check = match &g.check {
             None => {
                 return Err(invalid(
@@ -187,6 +189,7 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
             }
             Some(C::Version(v)) => Check::Version(*v),
             Some(C::ModRevision(r)) => Check::ModRevision(*r),
+            Some(C::RaftTerm(t)) => Check::RaftTerm(*t),
             Some(C::Value(v)) => {
                 value(&format!("{field}.value"), v, limits)?;
                 total += v.len();

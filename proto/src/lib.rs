@@ -1,4 +1,5 @@
-//! Ferry's wire types: protobuf messages and gRPC services, generated at build time.
+//! Ferry's wire types: protobuf messages and gRPC services, generated at build time, with the
+//! metadata keyspace and Kafka's error codes.
 
 /// The metastore's client API.
 pub mod metastore {
@@ -9,6 +10,16 @@ pub mod metastore {
 pub mod raft {
     tonic::include_proto!("ferry.raft.v1");
 }
+
+/// Cluster metadata, the broker's data service and the admin service.
+pub mod ferry {
+    tonic::include_proto!("ferry.v1");
+}
+
+pub mod cluster_view;
+pub mod errors;
+pub mod keys;
+pub mod topic_config;
 
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("descriptor");

@@ -1,4 +1,5 @@
-//! `ferry dev`: a local cluster of three nodes in one process, on loopback, with no set-up.
+//! `ferry dev`: a local cluster of three nodes in one process, on loopback, with no set-up. Each
+//! node is a quorum member and a broker with two log dirs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -6,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use metastore::NodeConfig;
+use metastore::RaftTuning;
 use serde::{Deserialize, Serialize};
 
 /// Flags of `ferry dev`.
@@ -55,10 +56,27 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let mut nodes = Vec::new();
     for (id, addr) in &layout.nodes {
         let listen: SocketAddr = addr.parse()?;
-        let cfg = NodeConfig::new(*id, a.data_dir.join(format!("node-{id}")), listen, layout.nodes.clone());
-        let node = metastore::start(cfg)
-            .await
-            .with_context(|| format!("starting node {id} on {addr}"))?;
+        let dir = a.data_dir.join(format!("node-{id}"));
+        let node = crate::cluster_node::start(crate::cluster_node::NodeOptions {
+            id: *id,
+            data_dir: dir.clone(),
+            listen,
+            peers: layout.nodes.clone(),
+            join: false,
+            raft: RaftTuning::default(),
+            roles: crate::cluster_node::Roles {
+                quorum: true,
+                broker: true,
+            },
+            quorum: Vec::new(),
+            log_dirs: vec![dir.join("logs-1"), dir.join("logs-2")],
+            rack: None,
+            session_timeout_ms: 6000,
+            data: broker::DataConfig::default(),
+            controller: Default::default(),
+        })
+        .await
+        .with_context(|| format!("starting node {id} on {addr}"))?;
         nodes.push(node);
     }
     let bootstrap = layout.nodes.values().cloned().collect::<Vec<_>>().join(",");
@@ -70,6 +88,12 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     println!("bootstrap: {first}");
     println!();
     println!("Try next (in another terminal):");
+    println!(
+        "  ferry topics --create --topic demo --partitions 3 --replication-factor 3 --bootstrap-server {bootstrap}"
+    );
+    println!("  seq 1 5 | ferry produce --topic demo --bootstrap-server {first}");
+    println!("  ferry consume --topic demo --from-beginning --max-records 5 --bootstrap-server {first}");
+    println!("  ferry topics --describe --topic demo --bootstrap-server {first}");
     println!("  ferry kv put /hello world --bootstrap-server {bootstrap}");
     println!("  ferry kv get /hello --bootstrap-server {first}");
     println!("  ferry kv watch / --bootstrap-server {first}");

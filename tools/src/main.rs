@@ -1,9 +1,12 @@
 //! `ferry`: runs nodes and a local dev cluster, and talks to the metastore.
 
+mod cluster_node;
+mod data;
 mod dev;
 mod kv;
 mod members;
 mod node_cmd;
+mod topics;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +29,12 @@ enum Command {
     Kv(kv::KvArgs),
     /// Administer the metastore.
     Metastore(members::MetastoreArgs),
+    /// Create, delete, describe, list and alter topics (like kafka-topics.sh).
+    Topics(topics::TopicsArgs),
+    /// Send lines from stdin as records, one record per line.
+    Produce(data::ProduceArgs),
+    /// Print records, one per line.
+    Consume(data::ConsumeArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -83,6 +92,18 @@ async fn run(cli: Cli) {
             init_tracing("warn");
             members::run(a).await
         }
+        Command::Topics(a) => {
+            init_tracing("warn");
+            topics::run(a).await
+        }
+        Command::Produce(a) => {
+            init_tracing("warn");
+            data::produce(a).await
+        }
+        Command::Consume(a) => {
+            init_tracing("warn");
+            data::consume(a).await
+        }
     };
     if let Err(e) = result {
         match e.downcast_ref::<ExitCode>() {
@@ -133,15 +154,22 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    /// A metastore client of the named nodes.
-    pub fn client(&self) -> anyhow::Result<metastore::Client> {
-        let endpoints: Vec<String> = self
-            .servers
+    fn endpoints(&self) -> Vec<String> {
+        self.servers
             .split(',')
             .map(str::trim)
             .filter(|e| !e.is_empty())
             .map(String::from)
-            .collect();
-        Ok(metastore::Client::new(&endpoints)?)
+            .collect()
+    }
+
+    /// A metastore client of the named nodes.
+    pub fn client(&self) -> anyhow::Result<metastore::Client> {
+        Ok(metastore::Client::new(&self.endpoints())?)
+    }
+
+    /// A data and admin client of the named quorum nodes.
+    pub fn cluster(&self) -> anyhow::Result<broker::ClusterClient> {
+        Ok(broker::ClusterClient::new(&self.endpoints())?)
     }
 }

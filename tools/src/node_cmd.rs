@@ -1,4 +1,4 @@
-//! `ferry node`: one metastore voter as its own process.
+//! `ferry node`: one node (quorum member, broker, or both) as its own process.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use metastore::{NodeConfig, RaftTuning};
+use metastore::RaftTuning;
+
+use crate::cluster_node::{self, NodeOptions, Roles};
 
 /// Flags of `ferry node`.
 #[derive(Args)]
@@ -41,6 +43,33 @@ pub struct NodeArgs {
     /// Build a snapshot every this many log entries.
     #[arg(long, default_value_t = RaftTuning::default().snapshot_every)]
     snapshot_every: u64,
+    /// Roles of this node: quorum, broker, or quorum,broker.
+    #[arg(long, default_value = "quorum,broker")]
+    roles: Roles,
+    /// The quorum's addresses, for a broker-only node: HOST:PORT,...
+    #[arg(long, default_value = "")]
+    quorum: String,
+    /// Broker log dirs, comma-separated (default: <data dir>/logs).
+    #[arg(long, value_delimiter = ',')]
+    log_dirs: Vec<PathBuf>,
+    /// Broker rack.
+    #[arg(long)]
+    rack: Option<String>,
+    /// A broker silent this long loses its registration and its leaderships.
+    #[arg(long, default_value_t = 6000)]
+    session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`: an in-sync follower not caught up for this long leaves the ISR.
+    #[arg(long, default_value_t = broker::DataConfig::default().replica_lag_max_ms)]
+    replica_lag_time_max_ms: u64,
+    /// Segment size of partition logs in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    segment_bytes: u64,
+    /// Move leadership back to preferred replicas (auto.leader.rebalance.enable).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    auto_leader_rebalance: bool,
+    /// How often preferred leaders are checked, in ms.
+    #[arg(long, default_value_t = 5000)]
+    leader_imbalance_check_interval_ms: u64,
 }
 
 /// Parses `1=HOST:PORT,2=HOST:PORT`.
@@ -69,20 +98,46 @@ pub fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 /// Runs the node until Ctrl-C or SIGTERM.
 pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     let peers = parse_peers(&a.peers)?;
-    if peers.is_empty() && !a.join {
-        bail!("--peers is required unless --join is given");
+    if a.roles.quorum && peers.is_empty() && !a.join {
+        bail!("--peers is required for a quorum node unless --join is given");
     }
-    let mut cfg = NodeConfig::new(a.id, a.data_dir, a.listen, peers);
-    cfg.join = a.join;
-    cfg.raft = RaftTuning {
-        heartbeat_ms: a.heartbeat_ms,
-        election_min_ms: a.election_min_ms,
-        election_max_ms: a.election_max_ms,
-        snapshot_every: a.snapshot_every,
-        ..RaftTuning::default()
+    let mut data = broker::DataConfig {
+        replica_lag_max_ms: a.replica_lag_time_max_ms,
+        ..Default::default()
     };
-    let node = metastore::start(cfg).await?;
-    println!("node {} listening on {}", node.id, node.addr);
+    data.log.segment_bytes = a.segment_bytes;
+    let node = cluster_node::start(NodeOptions {
+        id: a.id,
+        data_dir: a.data_dir,
+        listen: a.listen,
+        peers,
+        join: a.join,
+        raft: RaftTuning {
+            heartbeat_ms: a.heartbeat_ms,
+            election_min_ms: a.election_min_ms,
+            election_max_ms: a.election_max_ms,
+            snapshot_every: a.snapshot_every,
+            ..RaftTuning::default()
+        },
+        roles: a.roles,
+        quorum: a
+            .quorum
+            .split(',')
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(String::from)
+            .collect(),
+        log_dirs: a.log_dirs,
+        rack: a.rack,
+        session_timeout_ms: a.session_timeout_ms,
+        data,
+        controller: controller::active::ControllerConfig {
+            auto_leader_rebalance: a.auto_leader_rebalance,
+            rebalance_interval: std::time::Duration::from_millis(a.leader_imbalance_check_interval_ms.max(100)),
+        },
+    })
+    .await?;
+    println!("node {} listening on {}", a.id, node.addr);
     crate::shutdown_signal().await;
     node.shutdown().await;
     Ok(())

@@ -1,0 +1,263 @@
+//! A client of a Ferry cluster's data: finds partition leaders through the `Admin` service of
+//! any quorum node, produces to and fetches from them, and follows leadership when it moves.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use proto::errors::ErrorCode;
+use proto::ferry::admin_client::AdminClient;
+use proto::ferry::broker_client::BrokerClient;
+use proto::ferry::*;
+use tonic::transport::Channel;
+
+use crate::fetcher::broker_channel;
+
+/// What a data call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// The cluster answered with a Kafka error.
+    #[error("{code}: {message}")]
+    Kafka {
+        /// Kafka's code.
+        code: ErrorCode,
+        /// For people.
+        message: String,
+    },
+    /// Nobody answered.
+    #[error("unreachable: {0}")]
+    Unreachable(String),
+}
+
+impl DataError {
+    /// The Kafka code, when the cluster answered.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            DataError::Kafka { code, .. } => Some(*code),
+            DataError::Unreachable(_) => None,
+        }
+    }
+}
+
+fn kafka(code: i32, message: String) -> DataError {
+    DataError::Kafka {
+        code: ErrorCode(code),
+        message,
+    }
+}
+
+/// Talks to the quorum (admin) and the brokers (data).
+#[derive(Clone)]
+pub struct ClusterClient {
+    admin: Vec<Channel>,
+    next_admin: Arc<Mutex<usize>>,
+    leaders: Arc<Mutex<HashMap<(String, u32), i32>>>,
+    endpoints: Arc<Mutex<HashMap<i32, String>>>,
+    channels: Arc<Mutex<HashMap<String, Channel>>>,
+}
+
+impl ClusterClient {
+    /// A client of the quorum nodes at `bootstrap` (HOST:PORT each).
+    pub fn new(bootstrap: &[String]) -> Result<Self, DataError> {
+        let admin: Vec<Channel> = bootstrap.iter().filter_map(|b| broker_channel(b)).collect();
+        if admin.is_empty() || admin.len() != bootstrap.len() {
+            return Err(DataError::Unreachable(format!(
+                "invalid bootstrap server list {bootstrap:?}"
+            )));
+        }
+        Ok(Self {
+            admin,
+            next_admin: Arc::new(Mutex::new(0)),
+            leaders: Default::default(),
+            endpoints: Default::default(),
+            channels: Default::default(),
+        })
+    }
+
+    /// An admin client of one of the quorum nodes.
+    pub fn admin(&self) -> AdminClient<Channel> {
+        let i = *self.next_admin.lock() % self.admin.len();
+        AdminClient::new(self.admin[i].clone())
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30)
+    }
+
+    fn rotate_admin(&self) {
+        *self.next_admin.lock() += 1;
+    }
+
+    /// Calls the admin service, moving to another quorum node while one is unreachable.
+    pub async fn admin_call<T, F, Fut>(&self, mut f: F) -> Result<T, DataError>
+    where
+        F: FnMut(AdminClient<Channel>) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let mut last = String::new();
+        for _ in 0..(self.admin.len() * 10) {
+            match f(self.admin()).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(s) => {
+                    last = s.message().to_string();
+                    self.rotate_admin();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+        Err(DataError::Unreachable(last))
+    }
+
+    /// Refreshes leaders and broker endpoints for a topic.
+    pub async fn refresh(&self, topic: &str) -> Result<TopicDescription, DataError> {
+        let cluster = self
+            .admin_call(|mut a| async move { a.describe_cluster(DescribeClusterRequest {}).await })
+            .await?;
+        let req = DescribeTopicsRequest {
+            topics: vec![topic.to_string()],
+        };
+        let resp = self
+            .admin_call(|mut a| {
+                let req = req.clone();
+                async move { a.describe_topics(req).await }
+            })
+            .await?;
+        let t = resp.topics.into_iter().next().ok_or_else(|| {
+            kafka(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                format!("no answer for {topic}"),
+            )
+        })?;
+        if t.error_code != 0 {
+            return Err(kafka(t.error_code, t.error_message));
+        }
+        let mut eps = self.endpoints.lock();
+        for b in cluster.brokers {
+            eps.insert(b.id, b.endpoint);
+        }
+        let mut leaders = self.leaders.lock();
+        for p in &t.partitions {
+            if let Some(s) = &p.state {
+                leaders.insert((topic.to_string(), p.partition), s.leader);
+            }
+        }
+        Ok(t)
+    }
+
+    async fn leader_client(&self, topic: &str, partition: u32) -> Result<BrokerClient<Channel>, DataError> {
+        let key = (topic.to_string(), partition);
+        let cached = self.leaders.lock().get(&key).copied();
+        let leader = match cached {
+            Some(l) if l >= 0 => l,
+            _ => {
+                let t = self.refresh(topic).await?;
+                if !t.partitions.iter().any(|p| p.partition == partition) {
+                    return Err(kafka(
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                        format!("partition {topic}-{partition} does not exist"),
+                    ));
+                }
+                self.leaders.lock().get(&key).copied().unwrap_or(-1)
+            }
+        };
+        if leader < 0 {
+            return Err(kafka(
+                ErrorCode::LEADER_NOT_AVAILABLE.0,
+                format!("{topic}-{partition} has no leader right now"),
+            ));
+        }
+        let endpoint = self.endpoints.lock().get(&leader).cloned().ok_or_else(|| {
+            kafka(
+                ErrorCode::LEADER_NOT_AVAILABLE.0,
+                format!("leader {leader} is not registered"),
+            )
+        })?;
+        let mut channels = self.channels.lock();
+        let ch = match channels.get(&endpoint) {
+            Some(c) => c.clone(),
+            None => {
+                let c = broker_channel(&endpoint).ok_or_else(|| DataError::Unreachable(endpoint.clone()))?;
+                channels.insert(endpoint, c.clone());
+                c
+            }
+        };
+        Ok(BrokerClient::new(ch)
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30))
+    }
+
+    fn forget_leader(&self, topic: &str, partition: u32) {
+        self.leaders.lock().remove(&(topic.to_string(), partition));
+    }
+
+    /// Produces one batch to the partition's leader, once (no retry); returns the base offset.
+    pub async fn produce_once(
+        &self,
+        topic: &str,
+        partition: u32,
+        records: Vec<bytes::Bytes>,
+        acks: i32,
+    ) -> Result<i64, DataError> {
+        let mut c = self.leader_client(topic, partition).await?;
+        let req = ProduceRequest {
+            topic: topic.to_string(),
+            partition,
+            acks,
+            records,
+            timeout_ms: 0,
+        };
+        match c.produce(req).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                if r.error_code != 0 {
+                    if matches!(
+                        ErrorCode(r.error_code),
+                        ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    ) {
+                        self.forget_leader(topic, partition);
+                    }
+                    return Err(kafka(r.error_code, r.error_message));
+                }
+                Ok(r.base_offset)
+            }
+            Err(s) => {
+                self.forget_leader(topic, partition);
+                Err(DataError::Unreachable(s.message().to_string()))
+            }
+        }
+    }
+
+    /// Fetches committed records from `offset`.
+    pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: i64,
+        max_bytes: u32,
+        max_wait_ms: u32,
+    ) -> Result<FetchResponse, DataError> {
+        let mut c = self.leader_client(topic, partition).await?;
+        let req = FetchRequest {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            max_bytes,
+            max_wait_ms,
+        };
+        match c.fetch(req).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                if r.error_code != 0 {
+                    if ErrorCode(r.error_code) == ErrorCode::NOT_LEADER_OR_FOLLOWER {
+                        self.forget_leader(topic, partition);
+                    }
+                    return Err(kafka(r.error_code, r.error_message));
+                }
+                Ok(r)
+            }
+            Err(s) => {
+                self.forget_leader(topic, partition);
+                Err(DataError::Unreachable(s.message().to_string()))
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! A follower's copy loop for one partition: truncate the divergent tail by leader epoch, then
+//! pull batches from the leader over one streaming fetch, each request telling the leader how
+//! far this replica has got.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::errors::ErrorCode;
+use proto::ferry::broker_client::BrokerClient;
+use proto::ferry::{EpochEndOffsetRequest, ReplicaFetchRequest};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Channel;
+
+use crate::replica::Replica;
+use crate::replica_manager::BrokerCore;
+
+const RETRY: Duration = Duration::from_millis(200);
+
+/// A lazily connected channel to a broker.
+pub fn broker_channel(endpoint: &str) -> Option<Channel> {
+    tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
+        .ok()
+        .map(|e| {
+            e.connect_timeout(Duration::from_secs(2))
+                .tcp_nodelay(true)
+                .connect_lazy()
+        })
+}
+
+fn client(channel: Channel) -> BrokerClient<Channel> {
+    BrokerClient::new(channel)
+        .max_decoding_message_size(1 << 30)
+        .max_encoding_message_size(1 << 30)
+}
+
+/// Runs until aborted (when the role changes).
+pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32) {
+    loop {
+        match copy_from_leader(&core, &r, leader, epoch).await {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::debug!(replica = %r.name(), leader, epoch, error = %e, "fetch from leader failed; retrying")
+            }
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Why one round of copying stopped.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("leader {0} is not registered")]
+    NoEndpoint(i32),
+    #[error("rpc: {0}")]
+    Rpc(#[from] tonic::Status),
+    #[error("leader answered {code}: {message}")]
+    Leader { code: ErrorCode, message: String },
+    #[error("log: {0}")]
+    Log(#[from] crate::partition_log::LogError),
+}
+
+async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u32) -> Result<(), FetchError> {
+    let endpoint = core.endpoint_of(leader).ok_or(FetchError::NoEndpoint(leader))?;
+    let channel = broker_channel(&endpoint).ok_or(FetchError::NoEndpoint(leader))?;
+    let mut c = client(channel);
+
+    // Drop what this replica has beyond the leader's end of our last epoch: that tail was
+    // written by a leader whose records the new leader never got.
+    let latest = r.log.lock().latest_epoch();
+    if let Some(last_epoch) = latest {
+        let resp = c
+            .epoch_end_offset(EpochEndOffsetRequest {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                leader_epoch: epoch,
+                epoch: last_epoch,
+            })
+            .await?
+            .into_inner();
+        if resp.error_code != 0 {
+            return Err(FetchError::Leader {
+                code: ErrorCode(resp.error_code),
+                message: resp.error_message,
+            });
+        }
+        let mut log = r.log.lock();
+        if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
+            tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
+            log.truncate_to(resp.end_offset)?;
+        }
+    }
+
+    let request = |offset: i64| ReplicaFetchRequest {
+        topic: r.topic.clone(),
+        partition: r.partition,
+        replica_id: core.id,
+        leader_epoch: epoch,
+        fetch_offset: offset,
+        max_bytes: core.config.replica_fetch_max_bytes,
+        max_wait_ms: core.config.replica_fetch_wait_ms,
+    };
+    let (tx, rx) = mpsc::channel(2);
+    let leo = r.log.lock().log_end_offset();
+    // The receiver is alive: it is moved into the call below.
+    let _ = tx.send(request(leo)).await;
+    let mut stream = c.replica_fetch(ReceiverStream::new(rx)).await?.into_inner();
+    while let Some(resp) = stream.message().await? {
+        if resp.error_code != 0 {
+            let code = ErrorCode(resp.error_code);
+            if code == ErrorCode::OFFSET_OUT_OF_RANGE {
+                // Ahead of the leader without an epoch to compare: the leader's log is the truth.
+                let mut log = r.log.lock();
+                let leader_end = resp.log_end_offset.max(0);
+                if leader_end < log.log_end_offset() {
+                    log.truncate_to(leader_end)?;
+                }
+            }
+            return Err(FetchError::Leader {
+                code,
+                message: resp.error_message,
+            });
+        }
+        let leo = {
+            let mut log = r.log.lock();
+            if !resp.batches.is_empty() {
+                log.append_replicated(&resp.batches)?;
+            }
+            log.log_end_offset()
+        };
+        {
+            let mut st = r.state.lock();
+            let hw = resp.high_watermark.min(leo);
+            if hw > st.high_watermark {
+                st.high_watermark = hw;
+            }
+        }
+        r.notify();
+        if tx.send(request(leo)).await.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! A partition leader's view of its followers: the high watermark and when the ISR should grow
+//! or shrink. Pure functions over follower progress; the broker's driver feeds them fetches and
+//! clock ticks and sends the ISR changes they decide to the controller.
+
+use std::collections::HashMap;
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// The follower's log end offset, from its last fetch.
+    pub leo: i64,
+    /// When the follower was last known to have every record the leader had (ms, monotonic).
+    pub caught_up_ms: u64,
+    /// When it last fetched.
+    pub last_fetch_ms: u64,
+    /// The leader's log end offset at that fetch.
+    pub leader_leo_at_last_fetch: i64,
+}
+
+impl FollowerProgress {
+    /// A follower first seen at `now_ms`, counted as caught up from then, so a new leader gives
+    /// its ISR a full lag window before dropping anyone.
+    pub fn new(now_ms: u64) -> Self {
+        Self {
+            leo: -1,
+            caught_up_ms: now_ms,
+            last_fetch_ms: now_ms,
+            leader_leo_at_last_fetch: i64::MAX,
+        }
+    }
+
+    /// Records a fetch at `fetch_offset` while the leader's log ends at `leader_leo`. A follower
+    /// that reached what the leader had at its previous fetch was caught up at that time; one
+    /// that reaches the leader's end now is caught up now.
+    pub fn on_fetch(&mut self, fetch_offset: i64, leader_leo: i64, now_ms: u64) {
+        if fetch_offset >= leader_leo {
+            self.caught_up_ms = now_ms;
+        } else if fetch_offset >= self.leader_leo_at_last_fetch {
+            self.caught_up_ms = self.caught_up_ms.max(self.last_fetch_ms);
+        }
+        self.leo = fetch_offset;
+        self.last_fetch_ms = now_ms;
+        self.leader_leo_at_last_fetch = leader_leo;
+    }
+}
+
+/// The high watermark: the smallest log end offset over the ISR, never moving back. An ISR
+/// member the leader has not heard from holds it where it is.
+pub fn high_watermark(
+    leader: i32,
+    leader_leo: i64,
+    isr: &[i32],
+    followers: &HashMap<i32, FollowerProgress>,
+    current: i64,
+) -> i64 {
+    let mut hw = leader_leo;
+    for r in isr.iter().filter(|r| **r != leader) {
+        match followers.get(r) {
+            Some(p) if p.leo >= 0 => hw = hw.min(p.leo),
+            _ => return current,
+        }
+    }
+    hw.max(current)
+}
+
+/// The ISR the leader should ask for, or `None` to keep it: members (other than the leader) not
+/// caught up within `lag_max_ms` leave; replicas that have reached the high watermark and are
+/// caught up join.
+pub fn next_isr(
+    leader: i32,
+    hw: i64,
+    isr: &[i32],
+    replicas: &[i32],
+    followers: &HashMap<i32, FollowerProgress>,
+    now_ms: u64,
+    lag_max_ms: u64,
+) -> Option<Vec<i32>> {
+    let lagging = |r: &i32| match followers.get(r) {
+        Some(p) => now_ms.saturating_sub(p.caught_up_ms) > lag_max_ms,
+        None => false,
+    };
+    let mut next: Vec<i32> = isr.iter().copied().filter(|r| *r == leader || !lagging(r)).collect();
+    for r in replicas {
+        if next.contains(r) {
+            continue;
+        }
+        if let Some(p) = followers.get(r) {
+            if p.leo >= hw && now_ms.saturating_sub(p.caught_up_ms) <= lag_max_ms {
+                next.push(*r);
+            }
+        }
+    }
+    (next != isr).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(leo: i64, caught_up_ms: u64) -> FollowerProgress {
+        FollowerProgress {
+            leo,
+            caught_up_ms,
+            last_fetch_ms: caught_up_ms,
+            leader_leo_at_last_fetch: leo,
+        }
+    }
+
+    #[test]
+    fn high_watermark_is_min_over_isr_and_never_goes_back() {
+        let f = HashMap::from([(2, progress(5, 0)), (3, progress(9, 0))]);
+        assert_eq!(high_watermark(1, 10, &[1, 2, 3], &f, 0), 5);
+        assert_eq!(high_watermark(1, 10, &[1, 3], &f, 0), 9);
+        assert_eq!(high_watermark(1, 10, &[1], &f, 0), 10);
+        assert_eq!(high_watermark(1, 10, &[1, 2], &f, 7), 7);
+        // An ISR member not heard from holds the watermark.
+        assert_eq!(high_watermark(1, 10, &[1, 4], &f, 3), 3);
+    }
+
+    #[test]
+    fn lagging_followers_leave_and_caught_up_ones_join() {
+        let f = HashMap::from([(2, progress(10, 15_000)), (3, progress(4, 0))]);
+        assert_eq!(
+            next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, 20_000, 10_000),
+            Some(vec![1, 2])
+        );
+        let f = HashMap::from([(2, progress(10, 19_000)), (3, progress(10, 19_500))]);
+        assert_eq!(
+            next_isr(1, 10, &[1, 2], &[1, 2, 3], &f, 20_000, 10_000),
+            Some(vec![1, 2, 3])
+        );
+        assert_eq!(next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, 20_000, 10_000), None);
+        // Behind the high watermark: not yet.
+        let f = HashMap::from([(3, progress(8, 19_500))]);
+        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &f, 20_000, 10_000), None);
+    }
+
+    #[test]
+    fn a_follower_that_reached_the_previous_end_was_caught_up_then() {
+        let mut p = FollowerProgress::new(0);
+        p.on_fetch(0, 100, 1_000);
+        assert_eq!(p.caught_up_ms, 0);
+        p.on_fetch(100, 150, 2_000); // reached what the leader had at the previous fetch
+        assert_eq!(p.caught_up_ms, 1_000);
+        p.on_fetch(150, 150, 3_000);
+        assert_eq!(p.caught_up_ms, 3_000);
+    }
+}

@@ -1,0 +1,126 @@
+//! A broker's log dirs: where each replica's folder lives, and which dir a new replica gets.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The name of a replica's folder: `<topic>-<partition>`.
+pub fn replica_folder(topic: &str, partition: u32) -> String {
+    format!("{topic}-{partition}")
+}
+
+/// Parses `<topic>-<partition>`; topics may contain '-', so the number is after the last one.
+pub fn parse_replica_folder(name: &str) -> Option<(String, u32)> {
+    let (topic, p) = name.rsplit_once('-')?;
+    if topic.is_empty() || p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((topic.to_string(), p.parse().ok()?))
+}
+
+/// Where each replica found on disk lives: (topic, partition) to its log dir.
+pub type ReplicaDirs = BTreeMap<(String, u32), PathBuf>;
+
+/// The log dirs of one broker.
+#[derive(Debug, Clone)]
+pub struct LogDirs {
+    dirs: Vec<PathBuf>,
+}
+
+impl LogDirs {
+    /// Creates the dirs that do not exist yet.
+    pub fn open(dirs: Vec<PathBuf>) -> std::io::Result<Self> {
+        if dirs.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no log dir given",
+            ));
+        }
+        for d in &dirs {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(Self { dirs })
+    }
+
+    /// The dirs, in configured order.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// The replicas found on disk: (topic, partition) to the dir holding them. A replica found in
+    /// two dirs keeps the first and the other is reported, so that nothing is silently dropped.
+    pub fn scan(&self) -> std::io::Result<(ReplicaDirs, Vec<PathBuf>)> {
+        let mut found = BTreeMap::new();
+        let mut duplicates = Vec::new();
+        for d in &self.dirs {
+            for entry in std::fs::read_dir(d)? {
+                let entry = entry?;
+                if !entry.file_type()?.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(tp) = parse_replica_folder(&name) {
+                    match found.entry(tp) {
+                        std::collections::btree_map::Entry::Occupied(_) => duplicates.push(entry.path()),
+                        std::collections::btree_map::Entry::Vacant(v) => {
+                            v.insert(d.clone());
+                        }
+                    }
+                }
+            }
+        }
+        Ok((found, duplicates))
+    }
+
+    /// The dir for a new replica: the named one when it is one of ours, else the one with the
+    /// most free space (counted in whole GiB, so that dirs sharing a disk tie) and then the
+    /// fewest replicas.
+    pub fn pick(&self, named: &str) -> PathBuf {
+        if !named.is_empty() {
+            if let Some(d) = self.dirs.iter().find(|d| Path::new(named) == d.as_path()) {
+                return d.clone();
+            }
+        }
+        let replicas = |d: &Path| {
+            std::fs::read_dir(d).map_or(0, |it| {
+                it.filter_map(Result::ok)
+                    .filter(|e| parse_replica_folder(&e.file_name().to_string_lossy()).is_some())
+                    .count()
+            })
+        };
+        let mut best = self.dirs[0].clone(); // `open` refuses an empty list
+        let mut best_key = (0u64, usize::MAX);
+        for d in &self.dirs {
+            let key = (fs2::available_space(d).unwrap_or(0) >> 30, replicas(d));
+            if key.0 > best_key.0 || (key.0 == best_key.0 && key.1 < best_key.1) {
+                best = d.clone();
+                best_key = key;
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folders_round_trip_with_dashes_in_topic() {
+        assert_eq!(replica_folder("a-b", 3), "a-b-3");
+        assert_eq!(parse_replica_folder("a-b-3"), Some(("a-b".into(), 3)));
+        assert_eq!(parse_replica_folder("a-b-3.move"), None);
+        assert_eq!(parse_replica_folder("nodash"), None);
+    }
+
+    #[test]
+    fn scan_and_pick() {
+        let t = tempfile::tempdir().unwrap();
+        let dirs = LogDirs::open(vec![t.path().join("d1"), t.path().join("d2")]).unwrap();
+        std::fs::create_dir(t.path().join("d2/t-0")).unwrap();
+        let (found, dup) = dirs.scan().unwrap();
+        assert_eq!(found.get(&("t".to_string(), 0)), Some(&t.path().join("d2")));
+        assert!(dup.is_empty());
+        assert_eq!(dirs.pick(&t.path().join("d2").to_string_lossy()), t.path().join("d2"));
+        assert!(dirs.dirs().contains(&dirs.pick("")));
+    }
+}

@@ -1,0 +1,319 @@
+//! Running a broker: register under a lease, follow the metadata and reconcile replicas with
+//! it, and ask the controller for ISR changes. The gRPC service is served by whoever hosts the
+//! broker (its own server, or a node that is also a quorum member).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metastore::Client;
+use prost::Message;
+use proto::cluster_view::ClusterView;
+use proto::errors::ErrorCode;
+use proto::ferry::admin_client::AdminClient;
+use proto::ferry::broker_server::BrokerServer;
+use proto::ferry::{AlterPartitionRequest, BrokerRegistration};
+use proto::keys;
+use proto::metastore as pb;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::replica::Role;
+use crate::replica_manager::{BrokerCore, DataConfig, OpenError};
+use crate::service::BrokerService;
+use crate::{fetcher, isr};
+
+/// How to run a broker.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Broker id, as in Kafka.
+    pub id: i32,
+    /// Log dirs (absolute paths are stored in the registration).
+    pub log_dirs: Vec<PathBuf>,
+    /// Rack, if any.
+    pub rack: Option<String>,
+    /// The quorum's addresses.
+    pub quorum: Vec<String>,
+    /// Registration lease: a broker silent this long is considered gone.
+    pub session_timeout_ms: u64,
+    /// Data-plane settings.
+    pub data: DataConfig,
+}
+
+impl BrokerConfig {
+    /// A config with defaults.
+    pub fn new(id: i32, log_dirs: Vec<PathBuf>, quorum: Vec<String>) -> Self {
+        Self {
+            id,
+            log_dirs,
+            rack: None,
+            quorum,
+            session_timeout_ms: 6_000,
+            data: DataConfig::default(),
+        }
+    }
+}
+
+/// An opened broker, not yet registered.
+pub struct Broker {
+    cfg: BrokerConfig,
+    core: Arc<BrokerCore>,
+}
+
+/// A running broker's tasks.
+pub struct BrokerHandle {
+    core: Arc<BrokerCore>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    lease: watch::Receiver<u64>,
+    client: Client,
+}
+
+impl Broker {
+    /// Opens the log dirs and every replica in them.
+    pub fn open(mut cfg: BrokerConfig) -> Result<Self, OpenError> {
+        cfg.log_dirs = cfg
+            .log_dirs
+            .iter()
+            .map(|d| {
+                std::fs::create_dir_all(d)?;
+                d.canonicalize()
+            })
+            .collect::<Result<_, _>>()?;
+        let core = Arc::new(BrokerCore::open(cfg.id, cfg.log_dirs.clone(), cfg.data.clone())?);
+        Ok(Self { cfg, core })
+    }
+
+    /// The shared state, for tests and tools.
+    pub fn core(&self) -> &Arc<BrokerCore> {
+        &self.core
+    }
+
+    /// The broker's gRPC service.
+    pub fn service(&self) -> BrokerServer<BrokerService> {
+        BrokerServer::new(BrokerService::new(self.core.clone()))
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30)
+    }
+
+    /// Registers as reachable at `endpoint` and starts following the metadata.
+    pub fn start(self, endpoint: String) -> Result<BrokerHandle, metastore::ClientError> {
+        let client = Client::new(&self.cfg.quorum)?;
+        let (stop, stop_rx) = watch::channel(false);
+        let (lease_tx, lease) = watch::channel(0u64);
+        let reg = BrokerRegistration {
+            id: self.cfg.id,
+            endpoint,
+            rack: self.cfg.rack.clone().unwrap_or_default(),
+            log_dirs: self
+                .cfg
+                .log_dirs
+                .iter()
+                .map(|d| d.to_string_lossy().into_owned())
+                .collect(),
+            registered_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        };
+        let tasks = vec![
+            tokio::spawn(register(
+                client.clone(),
+                reg,
+                self.cfg.session_timeout_ms,
+                lease_tx,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
+            tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
+        ];
+        Ok(BrokerHandle {
+            core: self.core,
+            stop,
+            tasks,
+            lease,
+            client,
+        })
+    }
+}
+
+impl BrokerHandle {
+    /// The shared state, for tests and tools.
+    pub fn core(&self) -> &Arc<BrokerCore> {
+        &self.core
+    }
+
+    /// Deregisters (so leadership moves at once), stops the tasks and flushes the logs.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        let lease = *self.lease.borrow();
+        if lease != 0 {
+            let _ = tokio::time::timeout(Duration::from_secs(2), self.client.lease_revoke(lease)).await;
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.core.close();
+    }
+}
+
+/// Keeps `/brokers/ids/<id>` present under a live lease. A previous registration of this id
+/// (a broker that died and came back) is waited out, as ZooKeeper-based Kafka waits for the old
+/// session to expire, so the controller sees the broker leave and return.
+async fn register(
+    client: Client,
+    reg: BrokerRegistration,
+    ttl_ms: u64,
+    lease_tx: watch::Sender<u64>,
+    stop: watch::Receiver<bool>,
+) {
+    let key = keys::broker(reg.id);
+    let mut waited = false;
+    while !*stop.borrow() {
+        let lease = match client.lease_grant(ttl_ms).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, "broker registration: lease grant failed");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        };
+        let txn = pb::TxnRequest {
+            guards: vec![pb::Guard {
+                key: key.clone(),
+                check: Some(pb::guard::Check::Absent(true)),
+            }],
+            ops: vec![pb::Op {
+                op: Some(pb::op::Op::Put(pb::PutOp {
+                    key: key.clone(),
+                    value: reg.encode_to_vec().into(),
+                    lease,
+                })),
+            }],
+            request_id: String::new(),
+        };
+        match client.txn(txn).await {
+            Ok(r) if r.succeeded => {
+                tracing::info!(broker = reg.id, lease, "registered");
+                let _ = lease_tx.send(lease);
+            }
+            Ok(_) => {
+                if !waited {
+                    tracing::info!(
+                        broker = reg.id,
+                        "an earlier registration of this broker id is still live; waiting for it to expire"
+                    );
+                    waited = true;
+                }
+                let _ = client.lease_revoke(lease).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "broker registration failed");
+                let _ = client.lease_revoke(lease).await;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+        }
+        // Keep the lease alive; when it is lost, register again.
+        loop {
+            tokio::time::sleep(Duration::from_millis(ttl_ms / 4)).await;
+            if *stop.borrow() {
+                return;
+            }
+            match client.lease_keep_alive(lease).await {
+                Ok(_) => {}
+                Err(e) if e.code() == tonic::Code::NotFound => {
+                    tracing::warn!(broker = reg.id, "registration lease expired; registering again");
+                    break;
+                }
+                Err(e) => tracing::warn!(error = %e, "lease keep-alive failed"),
+            }
+        }
+    }
+}
+
+async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
+    let mut events = client.follow("/brokers/");
+    let mut view = ClusterView::default();
+    while let Some(ev) = events.recv().await {
+        view.apply_all(ev.is_reset(), ev.changes());
+        while let Ok(ev) = events.try_recv() {
+            view.apply_all(ev.is_reset(), ev.changes());
+        }
+        core.reconcile(view.clone(), |core, r, leader, epoch| {
+            tokio::spawn(fetcher::run(core, r, leader, epoch))
+        });
+    }
+}
+
+/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
+/// so, asks the controller; the answer (or the metadata watch) brings the new state.
+async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
+    let channels: Vec<_> = quorum.iter().filter_map(|q| fetcher::broker_channel(q)).collect();
+    if channels.is_empty() {
+        tracing::error!("no quorum address to send ISR changes to");
+        return;
+    }
+    let mut next_channel = 0usize;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
+        for r in replicas {
+            let now = r.now_ms();
+            let req = {
+                let mut st = r.state.lock();
+                let Role::Leader { epoch } = st.role else { continue };
+                if st.isr_change_in_flight {
+                    continue;
+                }
+                let Some(new_isr) = isr::next_isr(
+                    core.id,
+                    st.high_watermark,
+                    &st.meta.isr,
+                    &st.meta.replicas,
+                    &st.followers,
+                    now,
+                    core.config.replica_lag_max_ms,
+                ) else {
+                    continue;
+                };
+                st.isr_change_in_flight = true;
+                AlterPartitionRequest {
+                    topic: r.topic.clone(),
+                    partition: r.partition,
+                    leader: core.id,
+                    leader_epoch: epoch,
+                    partition_epoch: st.meta.partition_epoch,
+                    new_isr,
+                }
+            };
+            tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");
+            let mut admin = AdminClient::new(channels[next_channel % channels.len()].clone());
+            let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
+            let state = match resp {
+                Ok(Ok(resp)) => {
+                    let resp = resp.into_inner();
+                    if resp.error_code != 0 {
+                        tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
+                    }
+                    resp.state
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "ISR change failed");
+                    next_channel += 1;
+                    None
+                }
+                Err(_) => {
+                    next_channel += 1;
+                    None
+                }
+            };
+            if let Some(state) = state {
+                r.apply_metadata(&state);
+            }
+            r.state.lock().isr_change_in_flight = false;
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! On-disk log of one partition replica: a folder of segments plus a leader epoch checkpoint.
+//!
+//! Folder layout (`<logdir>/<topic>-<partition>/`):
+//! - `<base offset, 20 digits>.log`: record batches back to back (see [`crate::record_batch`]);
+//! - `<same>.index`: sparse offset index, little-endian (relative offset u32, position u32) entries;
+//! - `leader-epoch-checkpoint`: epochs and their start offsets, replaced atomically.
+//!
+//! Invariants: segments are contiguous (each base is the previous segment's end offset), every segment
+//! except the last is non-empty and fsynced, and at least one segment always exists.
+
+mod epoch_cache;
+mod segment;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::record_batch::{self, BatchError, BatchHeader};
+
+use epoch_cache::EpochCache;
+use segment::Segment;
+
+/// Tuning knobs for a partition log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment when an append would make the active one larger than this (max 4 GiB - 1).
+    pub segment_bytes: u64,
+    /// Add an offset index entry roughly every this many bytes of log.
+    pub index_interval_bytes: u32,
+    /// Fsync the active segment after every append.
+    pub fsync_on_append: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 64 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            fsync_on_append: false,
+        }
+    }
+}
+
+/// Errors from partition log operations.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A file system operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Data on disk is damaged in a way recovery cannot repair by truncating the tail.
+    #[error("corrupt log file {path}: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    /// The requested offset is not in the log.
+    #[error("offset {offset} is out of range: the log holds offsets {start}..{end}")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    /// A replicated batch does not start at the log end offset.
+    #[error("replicated batch starts at offset {got} but the log ends at {expected}")]
+    NonContiguous { expected: i64, got: i64 },
+    /// An append had no records.
+    #[error("cannot append an empty set of records")]
+    Empty,
+    /// The records do not fit in one batch.
+    #[error("records too large for one batch: {0}")]
+    TooLarge(#[source] BatchError),
+    /// Replicated bytes are not a sequence of whole, valid batches.
+    #[error("invalid replicated batch: {0}")]
+    InvalidBatch(#[source] BatchError),
+    /// A batch's leader epoch is older than the latest epoch already in the log.
+    #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
+    StaleEpoch { epoch: u32, latest: u32 },
+    /// The configuration cannot be used.
+    #[error("invalid log config: {0}")]
+    InvalidConfig(String),
+}
+
+/// Wraps an I/O error with what was being done to which file.
+pub(crate) fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> LogError {
+    LogError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Fsyncs a directory so file creations, renames and deletions in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("fsync", dir, e))
+}
+
+/// Folder of a partition replica inside a log dir: `<logdir>/<topic>-<partition>`.
+pub fn partition_dir(logdir: &Path, topic: &str, partition: u32) -> PathBuf {
+    logdir.join(format!("{topic}-{partition}"))
+}
+
+/// The on-disk log of one partition replica. Single-threaded: callers wrap it in a mutex.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    cfg: LogConfig,
+    /// Base offset -> segment; never empty, the last one is active.
+    segments: BTreeMap<i64, Segment>,
+    epochs: EpochCache,
+}
+
+impl PartitionLog {
+    /// Opens (creating if missing) the log in `dir`, recovering from an unclean shutdown.
+    pub fn open(dir: &Path, cfg: LogConfig) -> Result<Self, LogError> {
+        if cfg.segment_bytes == 0 || cfg.segment_bytes > u64::from(u32::MAX) {
+            // Index positions are u32, so a segment must stay addressable by them.
+            return Err(LogError::InvalidConfig(format!(
+                "segment_bytes must be in 1..={}, got {}",
+                u32::MAX,
+                cfg.segment_bytes
+            )));
+        }
+        if !dir.is_dir() {
+            fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+        }
+
+        let mut logs = Vec::new();
+        let mut indexes = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| io_err("list", dir, e))? {
+            let entry = entry.map_err(|e| io_err("list", dir, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_stem) {
+                logs.push(base);
+            } else if let Some(base) = name.strip_suffix(".index").and_then(segment::parse_stem) {
+                indexes.push(base);
+            }
+        }
+        logs.sort_unstable();
+        for base in indexes.into_iter().filter(|b| logs.binary_search(b).is_err()) {
+            // An index without its log is left over from a deletion or roll that did not finish.
+            let path = dir.join(format!("{}.index", segment::file_stem(base)));
+            fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
+        }
+
+        let mut segments = BTreeMap::new();
+        let mut tail_epochs: Vec<(u32, i64)> = Vec::new();
+        let interval = cfg.index_interval_bytes;
+        for (i, &base) in logs.iter().enumerate() {
+            let mut seg = Segment::open(dir, base)?;
+            if let Some(prev) = segments.values().next_back().map(|s: &Segment| s.next_offset) {
+                if prev != base {
+                    return Err(LogError::Corrupt {
+                        path: seg.log_path.clone(),
+                        detail: format!("segment starts at offset {base} but the previous one ends at {prev}"),
+                    });
+                }
+            }
+            if i + 1 < logs.len() {
+                seg.recover_sealed(interval)?;
+            } else {
+                seg.recover_active(interval, &mut |h| {
+                    if tail_epochs.last().is_none_or(|&(e, _)| e != h.leader_epoch) {
+                        tail_epochs.push((h.leader_epoch, h.base_offset));
+                    }
+                })?;
+            }
+            segments.insert(base, seg);
+        }
+        if segments.is_empty() {
+            let seg = Segment::create(dir, 0)?;
+            sync_dir(dir)?;
+            segments.insert(0, seg);
+        }
+
+        let (epochs, found) = EpochCache::load(dir)?;
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            cfg,
+            segments,
+            epochs,
+        };
+        log.recover_epochs(found, &tail_epochs)?;
+        Ok(log)
+    }
+
+    /// Brings the epoch cache in line with the recovered log.
+    fn recover_epochs(&mut self, found: bool, tail_epochs: &[(u32, i64)]) -> Result<(), LogError> {
+        let leo = self.log_end_offset();
+        if found {
+            let mut changed = self.epochs.truncate_from_end_in_memory(leo);
+            // Batches the checkpoint does not know about (it is written first, so this is only a safety net).
+            for &(epoch, start) in tail_epochs {
+                changed |= self.epochs.assign_in_memory(epoch, start);
+            }
+            if changed {
+                self.epochs.persist()?;
+            }
+            return Ok(());
+        }
+        let mut seen = Vec::new();
+        for seg in self.segments.values() {
+            seg.for_each_header(&mut |h| seen.push((h.leader_epoch, h.base_offset)))?;
+        }
+        for (epoch, start) in seen {
+            self.epochs.assign_in_memory(epoch, start);
+        }
+        tracing::info!(dir = %self.dir.display(), entries = self.epochs.entries().len(), "rebuilt leader epoch checkpoint");
+        self.epochs.persist()
+    }
+
+    /// Folder holding this log's files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Configuration the log was opened with.
+    pub fn config(&self) -> &LogConfig {
+        &self.cfg
+    }
+
+    /// First offset in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.segments.first_key_value().map_or(0, |(base, _)| *base)
+    }
+
+    /// Next offset to be written.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset
+    }
+
+    /// Total size of all segment files in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size).sum()
+    }
+
+    /// Number of segments (including the active one).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has at least one segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has at least one segment")
+    }
+
+    /// Appends `records` as one batch at the log end offset; returns (base offset, new log end offset).
+    pub fn append_as_leader(
+        &mut self,
+        records: &[impl AsRef<[u8]>],
+        leader_epoch: u32,
+        timestamp_ms: i64,
+    ) -> Result<(i64, i64), LogError> {
+        if records.is_empty() {
+            return Err(LogError::Empty);
+        }
+        self.check_epoch(leader_epoch, self.latest_epoch())?;
+        let base = self.log_end_offset();
+        let batch =
+            record_batch::try_encode_batch(base, leader_epoch, timestamp_ms, records).map_err(LogError::TooLarge)?;
+        // Our own encoding, so this cannot fail short of a bug; a header error is still reported, not unwrapped.
+        let header = record_batch::verify(&batch).map_err(LogError::TooLarge)?;
+        self.append_batch(&batch, &header)?;
+        self.after_append()?;
+        Ok((base, self.log_end_offset()))
+    }
+
+    /// Follower path: appends whole batches copied from the leader verbatim; returns the new log end offset.
+    ///
+    /// All batches are checked (CRC, contiguity from the log end offset, epoch order) before any is written.
+    pub fn append_replicated(&mut self, raw: &[u8]) -> Result<i64, LogError> {
+        let batches = record_batch::split_batches(raw).map_err(LogError::InvalidBatch)?;
+        let mut expected = self.log_end_offset();
+        let mut latest = self.latest_epoch();
+        for (h, _) in &batches {
+            if h.base_offset != expected {
+                return Err(LogError::NonContiguous {
+                    expected,
+                    got: h.base_offset,
+                });
+            }
+            self.check_epoch(h.leader_epoch, latest)?;
+            expected = h.next_offset();
+            latest = Some(h.leader_epoch);
+        }
+        for (h, batch) in &batches {
+            self.append_batch(batch, h)?;
+        }
+        if !batches.is_empty() {
+            self.after_append()?;
+        }
+        Ok(self.log_end_offset())
+    }
+
+    fn check_epoch(&self, epoch: u32, latest: Option<u32>) -> Result<(), LogError> {
+        match latest {
+            Some(latest) if epoch < latest => Err(LogError::StaleEpoch { epoch, latest }),
+            _ => Ok(()),
+        }
+    }
+
+    fn after_append(&mut self) -> Result<(), LogError> {
+        if self.cfg.fsync_on_append {
+            self.active().sync()?;
+        }
+        Ok(())
+    }
+
+    /// Writes one checked batch whose base is the log end offset, rolling first if needed.
+    fn append_batch(&mut self, batch: &[u8], h: &BatchHeader) -> Result<(), LogError> {
+        let active = self.active();
+        let too_big = active.size + batch.len() as u64 > self.cfg.segment_bytes;
+        // Index entries store offsets relative to the segment base as u32.
+        let rel_overflow = h.next_offset() - active.base > i64::from(u32::MAX);
+        if active.size > 0 && (too_big || rel_overflow) {
+            self.roll(h.base_offset)?;
+        }
+        // Checkpoint before data: after a crash an epoch entry past the log end is dropped, a missing one is not
+        // noticed.
+        let new_epoch = self.latest_epoch().is_none_or(|latest| h.leader_epoch > latest);
+        if new_epoch {
+            self.epochs.assign(h.leader_epoch, h.base_offset)?;
+        }
+        let interval = self.cfg.index_interval_bytes;
+        let res = self.active_mut().append(batch, h, interval);
+        if res.is_err() && new_epoch {
+            // Best effort: do not advertise an epoch with no data; a leftover entry is dropped on reopen anyway.
+            let _ = self.epochs.truncate_from_end(h.base_offset);
+        }
+        res
+    }
+
+    /// Seals the active segment and starts a new one at `base`.
+    fn roll(&mut self, base: i64) -> Result<(), LogError> {
+        self.active().sync()?;
+        let seg = Segment::create(&self.dir, base)?;
+        sync_dir(&self.dir)?;
+        tracing::debug!(dir = %self.dir.display(), base, "rolled to a new segment");
+        self.segments.insert(base, seg);
+        Ok(())
+    }
+
+    fn check_range(&self, offset: i64) -> Result<(), LogError> {
+        let (start, end) = (self.log_start_offset(), self.log_end_offset());
+        if offset < start || offset > end {
+            return Err(LogError::OffsetOutOfRange { offset, start, end });
+        }
+        Ok(())
+    }
+
+    /// Raw whole batches starting with the one containing `offset`, each ending at or before `upto`.
+    ///
+    /// Returns at least one batch if one qualifies, even if it is larger than `max_bytes`; otherwise stops
+    /// before exceeding `max_bytes`. Empty at the log end offset.
+    pub fn read(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<u8>, LogError> {
+        self.check_range(offset)?;
+        let mut out = Vec::new();
+        if offset == self.log_end_offset() {
+            return Ok(out);
+        }
+        let (&first_base, first) = self.segments.range(..=offset).next_back().expect("offset >= log start");
+        let (mut pos, _) = first.find_batch(offset)?;
+        for seg in self.segments.range(first_base..).map(|(_, s)| s) {
+            let run_start = pos;
+            let mut done = false;
+            while pos < seg.size {
+                let h = seg.header_at_checked(pos)?;
+                let taken = out.len() + (pos - run_start) as usize;
+                if h.next_offset() > upto || (taken > 0 && taken + h.total_len > max_bytes) {
+                    done = true;
+                    break;
+                }
+                pos += h.total_len as u64;
+            }
+            seg.read_bytes(run_start, (pos - run_start) as usize, &mut out)?;
+            if done {
+                break;
+            }
+            pos = 0;
+        }
+        Ok(out)
+    }
+
+    /// Decoded records with offsets in `offset..upto`, from the batches [`read`](Self::read) would return.
+    pub fn read_records(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<(i64, Bytes)>, LogError> {
+        let raw = Bytes::from(self.read(offset, max_bytes, upto)?);
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < raw.len() {
+            let corrupt = |e: BatchError| LogError::Corrupt {
+                path: self.dir.clone(),
+                detail: format!("batch read at offset {offset} fails verification: {e}"),
+            };
+            let h = record_batch::parse_header(&raw[pos..])
+                .map_err(corrupt)?
+                .ok_or_else(|| {
+                    corrupt(BatchError::Incomplete {
+                        needed: 0,
+                        available: raw.len() - pos,
+                    })
+                })?;
+            let recs = record_batch::records_from_bytes(raw.slice(pos..pos + h.total_len)).map_err(corrupt)?;
+            out.extend(recs.into_iter().filter(|(o, _)| *o >= offset && *o < upto));
+            pos += h.total_len;
+        }
+        Ok(out)
+    }
+
+    /// Removes every record at or after `offset`; a batch containing `offset` is dropped whole.
+    ///
+    /// No-op if `offset` is at or past the log end offset; an error if it is before the log start.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        self.check_range(offset)?;
+        let keep_base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("offset >= log start")
+            .0;
+        // Newest first, so a crash part-way leaves a shorter but valid log.
+        let doomed: Vec<i64> = self.segments.range(keep_base + 1..).map(|(b, _)| *b).rev().collect();
+        for base in &doomed {
+            let seg = self.segments.remove(base).expect("listed above");
+            for path in [&seg.log_path, &seg.index_path] {
+                fs::remove_file(path).map_err(|e| io_err("remove", path, e))?;
+            }
+        }
+        if !doomed.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        let new_end = self.active_mut().truncate_to_batch_of(offset)?;
+        self.epochs.truncate_from_end(new_end)?;
+        tracing::info!(dir = %self.dir.display(), requested = offset, log_end_offset = new_end, "truncated log");
+        Ok(())
+    }
+
+    /// Latest leader epoch in the log, if any batch has been written.
+    pub fn latest_epoch(&self) -> Option<u32> {
+        self.epochs.latest().map(|e| e.epoch)
+    }
+
+    /// OffsetsForLeaderEpoch: the largest cached epoch <= `epoch` and its end offset (start of the next
+    /// cached epoch, or the log end offset for the latest). `None` if no cached epoch is <= `epoch`.
+    pub fn end_offset_for_epoch(&self, epoch: u32) -> Option<(u32, i64)> {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// Fsyncs the active segment and its index.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        self.active().sync()
+    }
+
+    /// Closes the log and removes its whole folder.
+    pub fn delete_files(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).map_err(|e| io_err("remove directory", &dir, e))
+    }
+}

@@ -1,0 +1,412 @@
+//! One segment: a `.log` file of batches plus its sparse `.index` of (relative offset, position) entries.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::record_batch::{self, BatchHeader, HEADER_LEN};
+
+use super::{io_err, LogError};
+
+/// Bytes per index entry: relative offset u32 + file position u32.
+const INDEX_ENTRY_LEN: usize = 8;
+
+/// File name stem for a segment: the base offset, zero-padded to 20 digits.
+pub(super) fn file_stem(base: i64) -> String {
+    format!("{base:020}")
+}
+
+/// Parses a segment file stem; `None` for anything that is not exactly 20 digits.
+pub(super) fn parse_stem(stem: &str) -> Option<i64> {
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+/// Index entry: the batch starting at `base + rel` begins at byte `pos` of the log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct IndexEntry {
+    pub rel: u32,
+    pub pos: u32,
+}
+
+/// Outcome of scanning a run of batches.
+struct Scan {
+    /// Position after the last good batch.
+    pos: u64,
+    /// Offset after the last good batch.
+    next_offset: i64,
+    index: Vec<IndexEntry>,
+    /// Why the scan stopped before the end of the file, if it did.
+    stop: Option<String>,
+}
+
+/// An open segment; all sizes are in bytes of the `.log` file.
+#[derive(Debug)]
+pub(super) struct Segment {
+    pub base: i64,
+    pub next_offset: i64,
+    pub size: u64,
+    log: File,
+    index_file: File,
+    pub log_path: PathBuf,
+    pub index_path: PathBuf,
+    index: Vec<IndexEntry>,
+}
+
+fn open_rw(path: &Path, truncate: bool) -> Result<File, LogError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .open(path)
+        .map_err(|e| io_err("open", path, e))
+}
+
+impl Segment {
+    /// Creates a new empty segment (replacing any stray files of the same name).
+    pub fn create(dir: &Path, base: i64) -> Result<Self, LogError> {
+        let log_path = dir.join(format!("{}.log", file_stem(base)));
+        let index_path = dir.join(format!("{}.index", file_stem(base)));
+        Ok(Segment {
+            base,
+            next_offset: base,
+            size: 0,
+            log: open_rw(&log_path, true)?,
+            index_file: open_rw(&index_path, true)?,
+            log_path,
+            index_path,
+            index: Vec::new(),
+        })
+    }
+
+    /// Opens an existing segment's files; the caller must then run one of the `recover_*` methods.
+    pub fn open(dir: &Path, base: i64) -> Result<Self, LogError> {
+        let log_path = dir.join(format!("{}.log", file_stem(base)));
+        let index_path = dir.join(format!("{}.index", file_stem(base)));
+        let log = open_rw(&log_path, false)?;
+        let size = log.metadata().map_err(|e| io_err("stat", &log_path, e))?.len();
+        Ok(Segment {
+            base,
+            next_offset: base,
+            size,
+            log,
+            index_file: open_rw(&index_path, false)?,
+            log_path,
+            index_path,
+            index: Vec::new(),
+        })
+    }
+
+    /// Reads the index file, keeping the longest prefix of plausible entries; true if the file was fully valid.
+    fn load_index(&mut self) -> Result<(Vec<IndexEntry>, bool), LogError> {
+        let len = self
+            .index_file
+            .metadata()
+            .map_err(|e| io_err("stat", &self.index_path, e))?
+            .len();
+        // A valid index is far smaller than this; anything bigger is garbage, not worth reading.
+        let max_len = (self.size / HEADER_LEN as u64 + 1) * INDEX_ENTRY_LEN as u64;
+        if len > max_len {
+            return Ok((Vec::new(), false));
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.index_file
+            .read_exact_at(&mut buf, 0)
+            .map_err(|e| io_err("read", &self.index_path, e))?;
+        let mut entries: Vec<IndexEntry> = Vec::with_capacity(buf.len() / INDEX_ENTRY_LEN);
+        let mut clean = buf.len().is_multiple_of(INDEX_ENTRY_LEN);
+        for chunk in buf.chunks_exact(INDEX_ENTRY_LEN) {
+            let rel = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            let pos = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+            let ordered = entries.last().is_none_or(|l| rel > l.rel && pos > l.pos);
+            if !ordered || u64::from(pos) >= self.size {
+                clean = false;
+                break;
+            }
+            entries.push(IndexEntry { rel, pos });
+        }
+        Ok((entries, clean))
+    }
+
+    /// Reads and checks the header of the batch at `pos`, which must lie wholly within `limit`.
+    fn header_at(&self, pos: u64, limit: u64) -> Result<BatchHeader, String> {
+        let n = (limit - pos).min(HEADER_LEN as u64) as usize;
+        let mut buf = [0u8; HEADER_LEN];
+        self.log
+            .read_exact_at(&mut buf[..n], pos)
+            .map_err(|e| format!("read failed: {e}"))?;
+        let h = record_batch::peek_header(&buf[..n])
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("incomplete header ({n} bytes)"))?;
+        if pos + h.total_len as u64 > limit {
+            return Err(format!(
+                "incomplete batch: {} bytes declared, {} present",
+                h.total_len,
+                limit - pos
+            ));
+        }
+        Ok(h)
+    }
+
+    /// Walks batches from `pos` (expected to start at offset `next_offset`) to the end of the file.
+    ///
+    /// With `full`, every batch is CRC-verified. Index entries are added past `index`'s last entry
+    /// every `interval` bytes, the same rule `append` uses.
+    fn scan(
+        &self,
+        mut pos: u64,
+        mut next_offset: i64,
+        mut index: Vec<IndexEntry>,
+        interval: u32,
+        full: bool,
+        on_batch: &mut dyn FnMut(&BatchHeader),
+    ) -> Scan {
+        let limit = self.size;
+        let mut stop = None;
+        while pos < limit {
+            let h = match self.header_at(pos, limit) {
+                Ok(h) => h,
+                Err(e) => {
+                    stop = Some(e);
+                    break;
+                }
+            };
+            if h.base_offset != next_offset {
+                stop = Some(format!(
+                    "batch base offset {} where {next_offset} was expected",
+                    h.base_offset
+                ));
+                break;
+            }
+            if full {
+                let mut buf = vec![0u8; h.total_len];
+                if let Err(e) = self.log.read_exact_at(&mut buf, pos) {
+                    stop = Some(format!("read failed: {e}"));
+                    break;
+                }
+                if let Err(e) = record_batch::verify(&buf) {
+                    stop = Some(e.to_string());
+                    break;
+                }
+            }
+            maybe_index(&mut index, self.base, pos, h.base_offset, interval);
+            on_batch(&h);
+            pos += h.total_len as u64;
+            next_offset = h.next_offset();
+        }
+        Scan {
+            pos,
+            next_offset,
+            index,
+            stop,
+        }
+    }
+
+    /// Recovers a sealed (non-active) segment: checks its tail from the last index entry and finds its end
+    /// offset, rebuilding the index from scratch if it is missing or does not match the data.
+    pub fn recover_sealed(&mut self, interval: u32) -> Result<(), LogError> {
+        let (entries, clean) = self.load_index()?;
+        let loaded = entries.len();
+        let (pos, offset) = entries
+            .last()
+            .map_or((0, self.base), |e| (e.pos.into(), self.base + i64::from(e.rel)));
+        let mut scan = self.scan(pos, offset, entries, interval, false, &mut |_| {});
+        let mut rewrite = !clean || scan.index.len() != loaded;
+        if !clean || scan.stop.is_some() {
+            tracing::warn!(path = %self.index_path.display(), "offset index does not match the log; rebuilding it");
+            scan = self.scan(0, self.base, Vec::new(), interval, false, &mut |_| {});
+            if let Some(why) = &scan.stop {
+                return Err(self.corrupt(scan.pos, &format!("sealed segment is damaged: {why}")));
+            }
+            rewrite = true;
+        }
+        self.next_offset = scan.next_offset;
+        self.index = scan.index;
+        if rewrite {
+            self.write_index_file()?;
+            self.index_file
+                .sync_all()
+                .map_err(|e| io_err("fsync", &self.index_path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Recovers the active segment: CRC-checks batches from the last trustworthy index entry and truncates
+    /// the file at the first torn, corrupt or out-of-sequence batch. Returns the number of bytes dropped.
+    pub fn recover_active(&mut self, interval: u32, on_batch: &mut dyn FnMut(&BatchHeader)) -> Result<u64, LogError> {
+        let (entries, _) = self.load_index()?;
+        // Start from the last index entry whose batch checks out; a bad entry falls back to the one before.
+        let mut keep = entries.len();
+        let scan = loop {
+            let prefix = entries[..keep].to_vec();
+            let (pos, offset) = prefix
+                .last()
+                .map_or((0, self.base), |e| (e.pos.into(), self.base + i64::from(e.rel)));
+            let scan = self.scan(pos, offset, prefix, interval, true, on_batch);
+            if keep > 0 && scan.stop.is_some() && scan.pos == pos {
+                keep -= 1;
+                continue;
+            }
+            break scan;
+        };
+        let dropped = self.size - scan.pos;
+        if let Some(why) = &scan.stop {
+            tracing::warn!(
+                path = %self.log_path.display(),
+                position = scan.pos,
+                bytes_dropped = dropped,
+                reason = %why,
+                "truncating damaged tail of the active segment"
+            );
+            self.log
+                .set_len(scan.pos)
+                .map_err(|e| io_err("truncate", &self.log_path, e))?;
+            self.log.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        }
+        self.size = scan.pos;
+        self.next_offset = scan.next_offset;
+        self.index = scan.index;
+        self.write_index_file()?;
+        Ok(dropped)
+    }
+
+    /// Calls `f` for every batch header in the segment, in order.
+    pub fn for_each_header(&self, f: &mut dyn FnMut(&BatchHeader)) -> Result<(), LogError> {
+        let scan = self.scan(0, self.base, Vec::new(), u32::MAX, false, f);
+        match scan.stop {
+            None => Ok(()),
+            Some(why) => Err(self.corrupt(scan.pos, &why)),
+        }
+    }
+
+    fn corrupt(&self, pos: u64, why: &str) -> LogError {
+        LogError::Corrupt {
+            path: self.log_path.clone(),
+            detail: format!("at byte {pos}: {why}"),
+        }
+    }
+
+    /// Replaces the index file's content with the in-memory index.
+    fn write_index_file(&self) -> Result<(), LogError> {
+        let mut buf = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN);
+        for e in &self.index {
+            buf.extend_from_slice(&e.rel.to_le_bytes());
+            buf.extend_from_slice(&e.pos.to_le_bytes());
+        }
+        self.index_file
+            .write_all_at(&buf, 0)
+            .map_err(|e| io_err("write", &self.index_path, e))?;
+        self.index_file
+            .set_len(buf.len() as u64)
+            .map_err(|e| io_err("truncate", &self.index_path, e))
+    }
+
+    /// Header of the batch starting at `pos`, which must be a batch boundary.
+    pub fn header_at_checked(&self, pos: u64) -> Result<BatchHeader, LogError> {
+        self.header_at(pos, self.size).map_err(|why| self.corrupt(pos, &why))
+    }
+
+    /// Position and header of the batch containing `offset`, found via the index then a forward scan.
+    pub fn find_batch(&self, offset: i64) -> Result<(u64, BatchHeader), LogError> {
+        let rel = offset - self.base;
+        let i = self.index.partition_point(|e| i64::from(e.rel) <= rel);
+        let mut pos = i.checked_sub(1).map_or(0, |i| u64::from(self.index[i].pos));
+        while pos < self.size {
+            let h = self.header_at_checked(pos)?;
+            if h.next_offset() > offset {
+                if h.base_offset > offset {
+                    return Err(self.corrupt(pos, &format!("offset {offset} is missing from the segment")));
+                }
+                return Ok((pos, h));
+            }
+            pos += h.total_len as u64;
+        }
+        Err(self.corrupt(pos, &format!("offset {offset} is past the end of the segment")))
+    }
+
+    /// Reads `len` bytes at `pos`.
+    pub fn read_bytes(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<(), LogError> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        self.log
+            .read_exact_at(&mut out[start..], pos)
+            .map_err(|e| io_err("read", &self.log_path, e))
+    }
+
+    /// Appends one verified batch at the end of the file and indexes it if due.
+    pub fn append(&mut self, batch: &[u8], h: &BatchHeader, interval: u32) -> Result<(), LogError> {
+        let pos = self.size;
+        if let Err(e) = self.log.write_all_at(batch, pos) {
+            // Drop any partial write so the file keeps matching our in-memory size.
+            let _ = self.log.set_len(pos);
+            return Err(io_err("write", &self.log_path, e));
+        }
+        let before = self.index.len();
+        maybe_index(&mut self.index, self.base, pos, h.base_offset, interval);
+        if self.index.len() > before {
+            let e = self.index[before];
+            let mut buf = [0u8; INDEX_ENTRY_LEN];
+            buf[..4].copy_from_slice(&e.rel.to_le_bytes());
+            buf[4..].copy_from_slice(&e.pos.to_le_bytes());
+            if let Err(err) = self.index_file.write_all_at(&buf, (before * INDEX_ENTRY_LEN) as u64) {
+                // The index is only a lookup aid; losing an entry costs a longer scan, not data.
+                tracing::warn!(path = %self.index_path.display(), error = %err, "failed to write index entry");
+                self.index.truncate(before);
+            }
+        }
+        self.size = pos + batch.len() as u64;
+        self.next_offset = h.next_offset();
+        Ok(())
+    }
+
+    /// Cuts the segment so it ends right before the batch containing `offset`; returns the new end offset.
+    pub fn truncate_to_batch_of(&mut self, offset: i64) -> Result<i64, LogError> {
+        let (pos, h) = if offset <= self.base {
+            (0, None)
+        } else {
+            self.find_batch(offset).map(|(p, h)| (p, Some(h)))?
+        };
+        self.log
+            .set_len(pos)
+            .map_err(|e| io_err("truncate", &self.log_path, e))?;
+        self.log.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        self.size = pos;
+        self.next_offset = h.map_or(self.base, |h| h.base_offset);
+        let keep = self.index.partition_point(|e| u64::from(e.pos) < pos);
+        self.index.truncate(keep);
+        self.write_index_file()?;
+        self.index_file
+            .sync_all()
+            .map_err(|e| io_err("fsync", &self.index_path, e))?;
+        Ok(self.next_offset)
+    }
+
+    /// Fsyncs the log and index files.
+    pub fn sync(&self) -> Result<(), LogError> {
+        self.log.sync_data().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        self.index_file
+            .sync_data()
+            .map_err(|e| io_err("fsync", &self.index_path, e))
+    }
+
+    /// Number of index entries (for tests).
+    #[cfg(test)]
+    pub fn index_len(&self) -> usize {
+        self.index.len()
+    }
+}
+
+/// Adds an index entry for the batch at `pos` if at least `interval` bytes were written since the last entry.
+fn maybe_index(index: &mut Vec<IndexEntry>, seg_base: i64, pos: u64, batch_base: i64, interval: u32) {
+    let last_pos = index.last().map_or(0, |e| u64::from(e.pos));
+    if pos.saturating_sub(last_pos) < u64::from(interval) || (!index.is_empty() && pos <= last_pos) {
+        return;
+    }
+    // Entries that do not fit the u32 fields are skipped; lookups then just scan further.
+    if let (Ok(rel), Ok(pos)) = (u32::try_from(batch_base - seg_base), u32::try_from(pos)) {
+        index.push(IndexEntry { rel, pos });
+    }
+}

@@ -1,0 +1,211 @@
+//! One partition replica on this broker: its log, its role (leader or follower, with the epoch)
+//! and, as leader, its followers' progress and the high watermark. Waiters (acks=all produces,
+//! long-poll fetches) are woken through a watch channel whenever the log or watermark moves.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proto::errors::ErrorCode;
+use proto::ferry::PartitionState;
+use tokio::sync::watch;
+
+use crate::isr::{self, FollowerProgress};
+use crate::partition_log::PartitionLog;
+
+/// What this broker does for the partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Serves produce and fetch, at this leader epoch.
+    Leader {
+        /// The epoch it leads in.
+        epoch: u32,
+    },
+    /// Copies from the leader.
+    Follower {
+        /// The leader's broker id (-1: none right now).
+        leader: i32,
+        /// The epoch of that leadership.
+        epoch: u32,
+    },
+}
+
+/// An error answered to a client: Kafka's code and a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ReplicaError {
+    /// Kafka's code.
+    pub code: ErrorCode,
+    /// For people.
+    pub message: String,
+    /// The leader, when known, for NOT_LEADER_OR_FOLLOWER.
+    pub leader_hint: i32,
+}
+
+impl ReplicaError {
+    /// An error without a leader hint.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            leader_hint: -1,
+        }
+    }
+}
+
+/// The mutable state next to the log.
+#[derive(Debug)]
+pub struct ReplicaState {
+    /// Current role.
+    pub role: Role,
+    /// The partition as last stored in the metadata (ISR, epochs).
+    pub meta: PartitionState,
+    /// Records below this offset are committed.
+    pub high_watermark: i64,
+    /// As leader: each follower's progress.
+    pub followers: HashMap<i32, FollowerProgress>,
+    /// As leader: an ISR change has been sent and not answered yet.
+    pub isr_change_in_flight: bool,
+}
+
+/// A partition replica.
+pub struct Replica {
+    /// Topic name.
+    pub topic: String,
+    /// Partition number.
+    pub partition: u32,
+    /// This broker's id.
+    pub broker_id: i32,
+    /// The log. Lock order: `state` before `log` when both are held.
+    pub log: Mutex<PartitionLog>,
+    /// Role and progress.
+    pub state: Mutex<ReplicaState>,
+    changed: watch::Sender<u64>,
+    clock: Instant,
+}
+
+impl Replica {
+    /// A replica over an opened log; it starts as a follower with no leader.
+    pub fn new(topic: String, partition: u32, broker_id: i32, log: PartitionLog) -> Self {
+        let (changed, _) = watch::channel(0);
+        Self {
+            topic,
+            partition,
+            broker_id,
+            log: Mutex::new(log),
+            state: Mutex::new(ReplicaState {
+                role: Role::Follower { leader: -1, epoch: 0 },
+                meta: PartitionState::default(),
+                high_watermark: 0,
+                followers: HashMap::new(),
+                isr_change_in_flight: false,
+            }),
+            changed,
+            clock: Instant::now(),
+        }
+    }
+
+    /// `<topic>-<partition>`.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.topic, self.partition)
+    }
+
+    /// Milliseconds on this replica's monotonic clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
+    /// Wakes everyone waiting for the log or watermark to move.
+    pub fn notify(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver that sees every later [`Replica::notify`].
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Applies the partition's stored state; returns the new role when it changed (a new leader
+    /// or epoch), so that the caller can start or stop fetching.
+    pub fn apply_metadata(&self, meta: &PartitionState) -> Option<Role> {
+        let mut st = self.state.lock();
+        let role = if meta.leader == self.broker_id {
+            Role::Leader {
+                epoch: meta.leader_epoch,
+            }
+        } else {
+            Role::Follower {
+                leader: meta.leader,
+                epoch: meta.leader_epoch,
+            }
+        };
+        let changed = role != st.role;
+        if changed {
+            st.role = role;
+            st.followers.clear();
+            st.isr_change_in_flight = false;
+            if let Role::Leader { .. } = role {
+                let now = self.now_ms();
+                for r in meta.replicas.iter().filter(|r| **r != self.broker_id) {
+                    st.followers.insert(*r, FollowerProgress::new(now));
+                }
+            }
+        }
+        // Only a newer view replaces the old one (an ISR change answer may arrive before its watch event).
+        if meta.partition_epoch >= st.meta.partition_epoch || changed {
+            st.meta = meta.clone();
+        }
+        drop(st);
+        self.update_high_watermark();
+        self.notify();
+        changed.then_some(role)
+    }
+
+    /// Recomputes the leader's high watermark; returns it.
+    pub fn update_high_watermark(&self) -> i64 {
+        let mut st = self.state.lock();
+        if let Role::Leader { .. } = st.role {
+            let leo = self.log.lock().log_end_offset();
+            let hw = isr::high_watermark(self.broker_id, leo, &st.meta.isr, &st.followers, st.high_watermark);
+            if hw != st.high_watermark {
+                st.high_watermark = hw;
+                drop(st);
+                self.notify();
+                return hw;
+            }
+        }
+        st.high_watermark
+    }
+
+    /// The leader epoch, or NOT_LEADER_OR_FOLLOWER.
+    pub fn leader_epoch(&self) -> Result<u32, ReplicaError> {
+        let st = self.state.lock();
+        match st.role {
+            Role::Leader { epoch } => Ok(epoch),
+            Role::Follower { leader, .. } => Err(ReplicaError {
+                code: ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                message: format!(
+                    "broker {} does not lead {}; broker {leader} does",
+                    self.broker_id,
+                    self.name()
+                ),
+                leader_hint: leader,
+            }),
+        }
+    }
+
+    /// Waits until `done` holds or `timeout` passes; `done` is checked after each change.
+    pub async fn wait_until(&self, timeout: Duration, mut done: impl FnMut(&Replica) -> bool) -> bool {
+        let mut rx = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return done(self),
+            }
+        }
+    }
+}

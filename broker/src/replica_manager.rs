@@ -1,0 +1,222 @@
+//! The replicas this broker hosts, and reconciling them with the metadata: create the replicas
+//! the metadata assigns here, set each one's role, start or stop its fetcher, and delete from
+//! disk the replicas no longer assigned here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use proto::cluster_view::ClusterView;
+use proto::errors::ErrorCode;
+use tokio::task::JoinHandle;
+
+use crate::log_dirs::{replica_folder, LogDirs};
+use crate::partition_log::{LogConfig, PartitionLog};
+use crate::replica::{Replica, ReplicaError, Role};
+
+/// Partition key.
+pub type TopicPartition = (String, u32);
+
+/// Settings of the broker's data plane.
+#[derive(Debug, Clone)]
+pub struct DataConfig {
+    /// Segment size and fsync policy of new and opened logs.
+    pub log: LogConfig,
+    /// `replica.lag.time.max.ms`: an ISR member not caught up for this long is removed.
+    pub replica_lag_max_ms: u64,
+    /// How long a follower's fetch waits at the leader for new records.
+    pub replica_fetch_wait_ms: u32,
+    /// Bytes a follower asks for per fetch.
+    pub replica_fetch_max_bytes: u32,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        Self {
+            log: LogConfig::default(),
+            replica_lag_max_ms: 10_000,
+            replica_fetch_wait_ms: 500,
+            replica_fetch_max_bytes: 8 << 20,
+        }
+    }
+}
+
+/// Everything the broker's tasks and services share.
+pub struct BrokerCore {
+    /// This broker's id.
+    pub id: i32,
+    /// Its log dirs.
+    pub dirs: LogDirs,
+    /// Data-plane settings.
+    pub config: DataConfig,
+    /// Hosted replicas.
+    pub replicas: RwLock<HashMap<TopicPartition, Arc<Replica>>>,
+    /// The metadata as last seen.
+    pub view: RwLock<ClusterView>,
+    fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
+}
+
+/// Why the broker could not open its data.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// A log dir could not be read or created.
+    #[error("log dir: {0}")]
+    Dir(#[from] std::io::Error),
+    /// A replica's log could not be opened.
+    #[error("replica {name}: {source}")]
+    Log {
+        /// `<topic>-<partition>`.
+        name: String,
+        /// The cause.
+        source: crate::partition_log::LogError,
+    },
+}
+
+impl BrokerCore {
+    /// Opens every replica found in the dirs (recovering each log's tail).
+    pub fn open(id: i32, dirs: Vec<PathBuf>, config: DataConfig) -> Result<Self, OpenError> {
+        let dirs = LogDirs::open(dirs)?;
+        let (found, duplicates) = dirs.scan()?;
+        for d in duplicates {
+            tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
+        }
+        let mut replicas = HashMap::new();
+        for ((topic, p), dir) in found {
+            let path = dir.join(replica_folder(&topic, p));
+            let log = PartitionLog::open(&path, config.log.clone()).map_err(|source| OpenError::Log {
+                name: replica_folder(&topic, p),
+                source,
+            })?;
+            replicas.insert((topic.clone(), p), Arc::new(Replica::new(topic, p, id, log)));
+        }
+        Ok(Self {
+            id,
+            dirs,
+            config,
+            replicas: RwLock::new(replicas),
+            view: RwLock::new(ClusterView::default()),
+            fetchers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A hosted replica, or the error a client should see.
+    pub fn replica(&self, topic: &str, partition: u32) -> Result<Arc<Replica>, ReplicaError> {
+        if let Some(r) = self.replicas.read().get(&(topic.to_string(), partition)) {
+            return Ok(r.clone());
+        }
+        let view = self.view.read();
+        match view.partition(topic, partition) {
+            None => Err(ReplicaError::new(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("This server does not host this topic-partition: {topic}-{partition} does not exist."),
+            )),
+            Some(e) => Err(ReplicaError {
+                code: ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                message: format!("broker {} has no replica of {topic}-{partition}", self.id),
+                leader_hint: e.state.leader,
+            }),
+        }
+    }
+
+    /// The gRPC endpoint of a registered broker.
+    pub fn endpoint_of(&self, broker: i32) -> Option<String> {
+        self.view.read().brokers.get(&broker).map(|b| b.endpoint.clone())
+    }
+
+    /// Brings the hosted replicas in line with `view`; `spawn_fetcher` starts a follower's copy
+    /// loop. Replicas not assigned here are deleted from disk.
+    pub fn reconcile(
+        self: &Arc<Self>,
+        view: ClusterView,
+        spawn_fetcher: impl Fn(Arc<BrokerCore>, Arc<Replica>, i32, u32) -> JoinHandle<()>,
+    ) {
+        let mut assigned: BTreeMap<TopicPartition, (proto::ferry::PartitionState, String)> = BTreeMap::new();
+        for (topic, t) in &view.topics {
+            for (p, e) in &t.partitions {
+                if let Some(i) = e.state.replicas.iter().position(|r| *r == self.id) {
+                    let dir = e.state.log_dirs.get(i).cloned().unwrap_or_default();
+                    assigned.insert((topic.clone(), *p), (e.state.clone(), dir));
+                }
+            }
+        }
+        *self.view.write() = view;
+
+        for (tp, (state, dir)) in &assigned {
+            let replica = match self.ensure_replica(tp, dir) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(replica = %replica_folder(&tp.0, tp.1), error = %e, "cannot create replica");
+                    continue;
+                }
+            };
+            if let Some(role) = replica.apply_metadata(state) {
+                let mut fetchers = self.fetchers.lock();
+                if let Some(h) = fetchers.remove(tp) {
+                    h.abort();
+                }
+                match role {
+                    Role::Leader { epoch } => {
+                        tracing::info!(replica = %replica.name(), epoch, "leading");
+                    }
+                    Role::Follower { leader, epoch } => {
+                        tracing::info!(replica = %replica.name(), leader, epoch, "following");
+                        if leader >= 0 {
+                            fetchers.insert(tp.clone(), spawn_fetcher(self.clone(), replica.clone(), leader, epoch));
+                        }
+                    }
+                }
+            }
+        }
+
+        let gone: Vec<TopicPartition> = self
+            .replicas
+            .read()
+            .keys()
+            .filter(|tp| !assigned.contains_key(*tp))
+            .cloned()
+            .collect();
+        for tp in gone {
+            self.delete_replica(&tp);
+        }
+    }
+
+    fn ensure_replica(&self, tp: &TopicPartition, dir: &str) -> Result<Arc<Replica>, crate::partition_log::LogError> {
+        if let Some(r) = self.replicas.read().get(tp) {
+            return Ok(r.clone());
+        }
+        let path = self.dirs.pick(dir).join(replica_folder(&tp.0, tp.1));
+        let log = PartitionLog::open(&path, self.config.log.clone())?;
+        tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
+        let r = Arc::new(Replica::new(tp.0.clone(), tp.1, self.id, log));
+        Ok(self.replicas.write().entry(tp.clone()).or_insert(r).clone())
+    }
+
+    fn delete_replica(&self, tp: &TopicPartition) {
+        if let Some(h) = self.fetchers.lock().remove(tp) {
+            h.abort();
+        }
+        let Some(r) = self.replicas.write().remove(tp) else {
+            return;
+        };
+        r.state.lock().role = Role::Follower { leader: -1, epoch: 0 };
+        r.notify();
+        let path = r.log.lock().dir().to_path_buf();
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => tracing::info!(replica = %r.name(), "deleted replica no longer assigned here"),
+            Err(e) => tracing::error!(replica = %r.name(), error = %e, "cannot delete replica"),
+        }
+    }
+
+    /// Stops every fetcher and flushes every log.
+    pub fn close(&self) {
+        for (_, h) in self.fetchers.lock().drain() {
+            h.abort();
+        }
+        for r in self.replicas.read().values() {
+            if let Err(e) = r.log.lock().flush() {
+                tracing::warn!(replica = %r.name(), error = %e, "flush at shutdown failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! The `Broker` gRPC service: produce, fetch, and the leader's side of replication.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use proto::errors::ErrorCode;
+use proto::ferry::broker_server::Broker;
+use proto::ferry::*;
+use proto::topic_config;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::replica::{Replica, ReplicaError, Role};
+use crate::replica_manager::BrokerCore;
+
+/// Bytes a batch takes beyond its records: header plus a length per record.
+const BATCH_OVERHEAD: usize = 36;
+const RECORD_OVERHEAD: usize = 4;
+const DEFAULT_FETCH_BYTES: u32 = 1 << 20;
+const DEFAULT_ACK_TIMEOUT_MS: u32 = 30_000;
+const MAX_WAIT_MS: u32 = 60_000;
+
+/// Serves the broker's data plane.
+#[derive(Clone)]
+pub struct BrokerService {
+    core: Arc<BrokerCore>,
+}
+
+impl BrokerService {
+    /// A service over the broker's replicas.
+    pub fn new(core: Arc<BrokerCore>) -> Self {
+        Self { core }
+    }
+}
+
+fn now_wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+fn storage_error(r: &Replica, e: impl std::fmt::Display) -> ReplicaError {
+    ReplicaError::new(ErrorCode::KAFKA_STORAGE_ERROR, format!("{}: {e}", r.name()))
+}
+
+impl BrokerService {
+    fn topic_config(&self, topic: &str) -> std::collections::HashMap<String, String> {
+        self.core
+            .view
+            .read()
+            .topics
+            .get(topic)
+            .and_then(|t| t.record.as_ref().map(|r| r.config.clone()))
+            .unwrap_or_default()
+    }
+
+    async fn produce_inner(&self, req: ProduceRequest) -> Result<i64, ReplicaError> {
+        if !(-1..=1).contains(&req.acks) {
+            return Err(ReplicaError::new(
+                ErrorCode::INVALID_REQUIRED_ACKS,
+                format!("acks must be 0, 1 or -1 (all), got {}", req.acks),
+            ));
+        }
+        if req.records.is_empty() {
+            return Err(ReplicaError::new(
+                ErrorCode::INVALID_REQUEST,
+                "records: no record given",
+            ));
+        }
+        let r = self.core.replica(&req.topic, req.partition)?;
+        let config = self.topic_config(&req.topic);
+        let size = BATCH_OVERHEAD + req.records.iter().map(|v| v.len() + RECORD_OVERHEAD).sum::<usize>();
+        let max = topic_config::max_message_bytes(&config);
+        if size as u64 > max {
+            return Err(ReplicaError::new(
+                ErrorCode::MESSAGE_TOO_LARGE,
+                format!(
+                    "the batch for {} is {size} bytes, larger than max.message.bytes {max}",
+                    r.name()
+                ),
+            ));
+        }
+        let (epoch, next) = {
+            let st = r.state.lock();
+            let Role::Leader { epoch } = st.role else {
+                drop(st);
+                return Err(r
+                    .leader_epoch()
+                    .err()
+                    .unwrap_or_else(|| ReplicaError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, "leadership moved")));
+            };
+            let min_isr = topic_config::min_insync_replicas(&config);
+            if req.acks == -1 && st.meta.isr.len() < min_isr {
+                return Err(ReplicaError::new(
+                    ErrorCode::NOT_ENOUGH_REPLICAS,
+                    format!(
+                        "{} has {} in-sync replicas {:?}, fewer than min.insync.replicas {min_isr}",
+                        r.name(),
+                        st.meta.isr.len(),
+                        st.meta.isr
+                    ),
+                ));
+            }
+            let mut log = r.log.lock();
+            let (base, next) = log
+                .append_as_leader(&req.records, epoch, now_wall_ms())
+                .map_err(|e| storage_error(&r, e))?;
+            drop(log);
+            drop(st);
+            (epoch, (base, next))
+        };
+        r.update_high_watermark();
+        r.notify();
+        let (base, next) = next;
+        if req.acks != -1 {
+            return Ok(if req.acks == 0 { -1 } else { base });
+        }
+        let timeout = match req.timeout_ms {
+            0 => DEFAULT_ACK_TIMEOUT_MS,
+            t => t.min(MAX_WAIT_MS),
+        };
+        let mut lost = false;
+        let done = r
+            .wait_until(Duration::from_millis(timeout as u64), |r| {
+                let st = r.state.lock();
+                if st.role != (Role::Leader { epoch }) {
+                    lost = true;
+                    return true;
+                }
+                st.high_watermark >= next
+            })
+            .await;
+        if lost {
+            return Err(ReplicaError::new(
+                ErrorCode::NOT_LEADER_OR_FOLLOWER,
+                format!("leadership of {} moved before the records were replicated", r.name()),
+            ));
+        }
+        if !done {
+            return Err(ReplicaError::new(
+                ErrorCode::REQUEST_TIMED_OUT,
+                format!("{}: the in-sync replicas did not confirm within {timeout} ms", r.name()),
+            ));
+        }
+        Ok(base)
+    }
+
+    async fn fetch_inner(&self, req: FetchRequest) -> Result<FetchResponse, ReplicaError> {
+        let r = self.core.replica(&req.topic, req.partition)?;
+        r.leader_epoch()?;
+        let (start, leo) = {
+            let log = r.log.lock();
+            (log.log_start_offset(), log.log_end_offset())
+        };
+        if req.offset < start || req.offset > leo {
+            return Err(ReplicaError::new(
+                ErrorCode::OFFSET_OUT_OF_RANGE,
+                format!(
+                    "offset {} is outside {} (log start {start}, end {leo})",
+                    req.offset,
+                    r.name()
+                ),
+            ));
+        }
+        let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
+        let offset = req.offset;
+        r.wait_until(wait, |r| r.state.lock().high_watermark > offset).await;
+        let hw = r.state.lock().high_watermark;
+        let max = if req.max_bytes == 0 {
+            DEFAULT_FETCH_BYTES
+        } else {
+            req.max_bytes
+        } as usize;
+        let records = if offset < hw {
+            r.log
+                .lock()
+                .read_records(offset, max, hw)
+                .map_err(|e| storage_error(&r, e))?
+        } else {
+            Vec::new()
+        };
+        Ok(FetchResponse {
+            high_watermark: hw,
+            log_start_offset: start,
+            records: records
+                .into_iter()
+                .map(|(offset, value)| FetchedRecord { offset, value })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    /// One follower fetch, answered when there is data or the wait ends.
+    async fn replica_fetch_one(&self, req: &ReplicaFetchRequest) -> Result<ReplicaFetchResponse, ReplicaError> {
+        let r = self.core.replica(&req.topic, req.partition)?;
+        let epoch = r.leader_epoch()?;
+        if req.leader_epoch < epoch {
+            return Err(ReplicaError::new(
+                ErrorCode::FENCED_LEADER_EPOCH,
+                format!("{}: leader epoch {} is older than {epoch}", r.name(), req.leader_epoch),
+            ));
+        }
+        if req.leader_epoch > epoch {
+            return Err(ReplicaError::new(
+                ErrorCode::UNKNOWN_LEADER_EPOCH,
+                format!("{}: leader epoch {} is newer than {epoch}", r.name(), req.leader_epoch),
+            ));
+        }
+        let leo = r.log.lock().log_end_offset();
+        if req.fetch_offset < 0 || req.fetch_offset > leo {
+            return Err(ReplicaError::new(
+                ErrorCode::OFFSET_OUT_OF_RANGE,
+                format!(
+                    "{}: fetch offset {} is beyond the log end {leo}",
+                    r.name(),
+                    req.fetch_offset
+                ),
+            ));
+        }
+        {
+            let now = r.now_ms();
+            let mut st = r.state.lock();
+            if !st.meta.replicas.contains(&req.replica_id) {
+                return Err(ReplicaError::new(
+                    ErrorCode::REPLICA_NOT_AVAILABLE,
+                    format!("broker {} is not a replica of {}", req.replica_id, r.name()),
+                ));
+            }
+            st.followers
+                .entry(req.replica_id)
+                .or_insert_with(|| crate::isr::FollowerProgress::new(now))
+                .on_fetch(req.fetch_offset, leo, now);
+        }
+        r.update_high_watermark();
+        let from = req.fetch_offset;
+        let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
+        r.wait_until(wait, |r| {
+            r.log.lock().log_end_offset() > from || r.state.lock().role != (Role::Leader { epoch })
+        })
+        .await;
+        let (batches, leo) = {
+            let log = r.log.lock();
+            let leo = log.log_end_offset();
+            let max = if req.max_bytes == 0 {
+                DEFAULT_FETCH_BYTES
+            } else {
+                req.max_bytes
+            } as usize;
+            (log.read(from, max, leo).map_err(|e| storage_error(&r, e))?, leo)
+        };
+        let hw = r.state.lock().high_watermark;
+        Ok(ReplicaFetchResponse {
+            high_watermark: hw,
+            log_end_offset: leo,
+            batches: batches.into(),
+            ..Default::default()
+        })
+    }
+}
+
+type FetchStream = Pin<Box<dyn Stream<Item = Result<ReplicaFetchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Broker for BrokerService {
+    async fn produce(&self, req: Request<ProduceRequest>) -> Result<Response<ProduceResponse>, Status> {
+        let resp = match self.produce_inner(req.into_inner()).await {
+            Ok(base_offset) => ProduceResponse {
+                base_offset,
+                leader_hint: -1,
+                ..Default::default()
+            },
+            Err(e) => ProduceResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                base_offset: -1,
+                leader_hint: e.leader_hint,
+            },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn fetch(&self, req: Request<FetchRequest>) -> Result<Response<FetchResponse>, Status> {
+        let resp = self
+            .fetch_inner(req.into_inner())
+            .await
+            .unwrap_or_else(|e| FetchResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                high_watermark: -1,
+                leader_hint: e.leader_hint,
+                ..Default::default()
+            });
+        Ok(Response::new(resp))
+    }
+
+    type ReplicaFetchStream = FetchStream;
+
+    async fn replica_fetch(
+        &self,
+        req: Request<Streaming<ReplicaFetchRequest>>,
+    ) -> Result<Response<Self::ReplicaFetchStream>, Status> {
+        let mut incoming = req.into_inner();
+        let (tx, rx) = mpsc::channel(2);
+        let this = self.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(req)) = incoming.next().await {
+                let resp = this
+                    .replica_fetch_one(&req)
+                    .await
+                    .unwrap_or_else(|e| ReplicaFetchResponse {
+                        error_code: e.code.0,
+                        error_message: e.message,
+                        high_watermark: -1,
+                        log_end_offset: -1,
+                        ..Default::default()
+                    });
+                if tx.send(Ok(resp)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn epoch_end_offset(
+        &self,
+        req: Request<EpochEndOffsetRequest>,
+    ) -> Result<Response<EpochEndOffsetResponse>, Status> {
+        let req = req.into_inner();
+        let result = (|| {
+            let r = self.core.replica(&req.topic, req.partition)?;
+            let epoch = r.leader_epoch()?;
+            if req.leader_epoch != epoch {
+                return Err(ReplicaError::new(
+                    ErrorCode::FENCED_LEADER_EPOCH,
+                    format!(
+                        "{}: leader epoch {} is not the current {epoch}",
+                        r.name(),
+                        req.leader_epoch
+                    ),
+                ));
+            }
+            let log = r.log.lock();
+            Ok(match log.end_offset_for_epoch(req.epoch) {
+                Some((e, end)) => (e, end),
+                // Nothing at or before that epoch here: everything the follower has from then on diverges.
+                None => (req.epoch, log.log_start_offset()),
+            })
+        })();
+        Ok(Response::new(match result {
+            Ok((epoch, end_offset)) => EpochEndOffsetResponse {
+                epoch,
+                end_offset,
+                ..Default::default()
+            },
+            Err(e) => EpochEndOffsetResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                end_offset: -1,
+                ..Default::default()
+            },
+        }))
+    }
+}

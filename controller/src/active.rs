@@ -1,0 +1,175 @@
+//! The active controller: runs on the metastore's Raft leader and keeps partitions led. It
+//! follows the metadata, and when brokers come or go it writes each partition's next state
+//! (decided by [`crate::partition_change`]). Every write carries a Raft-term guard, so a
+//! controller deposed mid-pass can never write.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+use metastore::types::Raft;
+use metastore::Client;
+use proto::cluster_view::ClusterView;
+use proto::ferry::{ControllerRecord, PartitionState};
+use proto::metastore as pb;
+use proto::{keys, topic_config};
+use tokio::task::JoinHandle;
+
+use crate::admin::{at_revision, put_op, write};
+use crate::partition_change::{self, Election};
+
+/// How the active controller behaves.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// Move leadership back to the preferred replica once it is in sync again
+    /// (`auto.leader.rebalance.enable`).
+    pub auto_leader_rebalance: bool,
+    /// How often preferred leaders are checked (`leader.imbalance.check.interval`).
+    pub rebalance_interval: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            auto_leader_rebalance: true,
+            rebalance_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+fn term_guard(term: u64) -> pb::Guard {
+    pb::Guard {
+        key: String::new(),
+        check: Some(pb::guard::Check::RaftTerm(term)),
+    }
+}
+
+/// The partition changes a pass makes: (topic, partition, revision read, new state).
+pub fn plan_pass(view: &ClusterView, rebalance: bool) -> Vec<(String, u32, u64, PartitionState)> {
+    let live: BTreeSet<i32> = view.live_brokers();
+    let mut out = Vec::new();
+    for (topic, t) in &view.topics {
+        let election = match t.record.as_ref() {
+            Some(r) if topic_config::unclean_election_allowed(&r.config) => Election::Unclean,
+            _ => Election::Clean,
+        };
+        for (p, e) in &t.partitions {
+            let mut next = partition_change::on_brokers_changed(&e.state, &live, election);
+            if rebalance {
+                let base = next.as_ref().unwrap_or(&e.state);
+                if let Ok(n) = partition_change::elect_preferred(base, &live) {
+                    next = Some(n);
+                }
+            }
+            if let Some(n) = next {
+                out.push((topic.clone(), *p, e.mod_revision, n));
+            }
+        }
+    }
+    out
+}
+
+/// Starts the controller loop of this node; it acts only while the node is Raft leader.
+pub fn spawn(node_id: u64, raft: Raft, client: Client, cfg: ControllerConfig) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut metrics = raft.metrics();
+        loop {
+            let (leader, term) = {
+                let m = metrics.borrow();
+                (m.current_leader == Some(node_id), m.current_term)
+            };
+            if leader {
+                tokio::select! {
+                    _ = lead(node_id, term, &client, &cfg) => {}
+                    _ = wait_until_deposed(&mut metrics, node_id, term) => {}
+                }
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+async fn wait_until_deposed(
+    metrics: &mut tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, metastore::types::Node>>,
+    node_id: u64,
+    term: u64,
+) {
+    loop {
+        if metrics.changed().await.is_err() {
+            return;
+        }
+        let m = metrics.borrow();
+        if m.current_leader != Some(node_id) || m.current_term != term {
+            return;
+        }
+    }
+}
+
+async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) {
+    let record = ControllerRecord {
+        id: node_id,
+        epoch: term,
+    };
+    loop {
+        match write(
+            client,
+            vec![term_guard(term)],
+            vec![put_op(keys::CONTROLLER.into(), &record)],
+        )
+        .await
+        {
+            Ok(true) => break,
+            Ok(false) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "controller: claiming /controller failed, retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    tracing::info!(node_id, term, "active controller");
+    let mut follow = client.follow("/brokers/");
+    let mut view = ClusterView::default();
+    let mut loaded = false;
+    let mut tick = tokio::time::interval(cfg.rebalance_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let rebalance = tokio::select! {
+            ev = follow.recv() => {
+                let Some(ev) = ev else { return };
+                view.apply_all(ev.is_reset(), ev.changes());
+                loaded = true;
+                // Take every event already queued before deciding.
+                while let Ok(ev) = follow.try_recv() {
+                    view.apply_all(ev.is_reset(), ev.changes());
+                }
+                false
+            }
+            _ = tick.tick() => cfg.auto_leader_rebalance,
+        };
+        if !loaded {
+            continue;
+        }
+        let plan = plan_pass(&view, rebalance);
+        if plan.is_empty() {
+            continue;
+        }
+        let results: Vec<_> = futures::stream::iter(plan)
+            .map(|(topic, p, rev, state)| async move {
+                let key = keys::partition(&topic, p);
+                let guards = vec![term_guard(term), at_revision(key.clone(), rev)];
+                let r = write(client, guards, vec![put_op(key, &state)]).await;
+                if let Ok(true) = r {
+                    tracing::info!(topic, partition = p, leader = state.leader, isr = ?state.isr, "partition changed");
+                }
+                r
+            })
+            .buffer_unordered(64)
+            .collect()
+            .await;
+        if results.iter().any(|r| r.is_err()) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! The `Admin` gRPC service. Any quorum node answers: each request reads the metadata
+//! linearizably, decides with the pure functions of this crate, and writes one transaction
+//! guarded by the revisions it read, so concurrent admins and the active controller can never
+//! interleave half-changes. Everything is validated before anything is written.
+
+use std::collections::BTreeSet;
+
+use metastore::Client;
+use prost::Message;
+use proto::cluster_view::{ClusterView, PartitionEntry, TopicEntry};
+use proto::errors::ErrorCode;
+use proto::ferry::admin_server::Admin;
+use proto::ferry::*;
+use proto::metastore as pb;
+use proto::{keys, topic_config};
+use tonic::{Request, Response, Status};
+
+use crate::partition_change::{self, Election, IsrChange, NO_LEADER};
+use crate::placement::{self, BrokerSlot};
+use crate::topic_name::validate_topic_name;
+
+/// Serves `Admin` over a metastore client.
+#[derive(Clone)]
+pub struct AdminService {
+    client: Client,
+}
+
+impl AdminService {
+    /// An admin service that reads and writes through `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// A refused request: Kafka's code and a message for people.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// Kafka's code.
+    pub code: ErrorCode,
+    /// Names the field or partition and the reason.
+    pub message: String,
+}
+
+fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal {
+        code,
+        message: message.into(),
+    })
+}
+
+fn status(e: metastore::ClientError) -> Status {
+    Status::unavailable(format!("metastore: {e}"))
+}
+
+/// Reads everything under `/brokers/` linearizably.
+pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::ClientError> {
+    let resp = client
+        .range_req(pb::RangeRequest {
+            prefix: "/brokers/".into(),
+            ..Default::default()
+        })
+        .await?;
+    let mut view = ClusterView::default();
+    view.apply_all(
+        true,
+        resp.kvs
+            .iter()
+            .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
+    );
+    Ok(view)
+}
+
+/// A put of a protobuf value.
+pub fn put_op(key: String, value: &impl Message) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Put(pb::PutOp {
+            key,
+            value: value.encode_to_vec().into(),
+            lease: 0,
+        })),
+    }
+}
+
+/// A guard that the key is still at `rev` (0: still absent).
+pub fn at_revision(key: String, rev: u64) -> pb::Guard {
+    pb::Guard {
+        key,
+        check: Some(pb::guard::Check::ModRevision(rev)),
+    }
+}
+
+/// Writes a transaction; `Ok(false)` when a guard failed (someone changed the metadata first).
+pub async fn write(client: &Client, guards: Vec<pb::Guard>, ops: Vec<pb::Op>) -> Result<bool, metastore::ClientError> {
+    let resp = client
+        .txn(pb::TxnRequest {
+            guards,
+            ops,
+            request_id: String::new(),
+        })
+        .await?;
+    Ok(resp.succeeded)
+}
+
+fn slots(view: &ClusterView) -> Vec<BrokerSlot> {
+    view.brokers
+        .values()
+        .map(|b| BrokerSlot {
+            id: b.id,
+            rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
+        })
+        .collect()
+}
+
+/// A stable starting broker per topic, so that topics do not all lead on the same broker.
+fn start_for(topic: &str) -> u32 {
+    topic
+        .bytes()
+        .fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+}
+
+fn new_partition(replicas: Vec<i32>, live: &BTreeSet<i32>) -> PartitionState {
+    let leader = replicas.iter().copied().find(|r| live.contains(r)).unwrap_or(NO_LEADER);
+    PartitionState {
+        log_dirs: vec![String::new(); replicas.len()],
+        isr: replicas.clone(),
+        replicas,
+        leader,
+        ..Default::default()
+    }
+}
+
+/// The replicas of a new topic: the explicit assignment, or placed over the live brokers.
+fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal> {
+    if let Err(e) = validate_topic_name(&t.topic) {
+        return refuse(ErrorCode::INVALID_TOPIC_EXCEPTION, e);
+    }
+    if view.topics.contains_key(&t.topic) {
+        return refuse(
+            ErrorCode::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", t.topic),
+        );
+    }
+    if let Err(e) = topic_config::validate(&t.config) {
+        return refuse(ErrorCode::INVALID_CONFIG, e);
+    }
+    if !t.assignment.is_empty() {
+        if t.partitions > 0 || t.replication_factor > 0 {
+            return refuse(
+                ErrorCode::INVALID_REQUEST,
+                "give either an assignment or partitions and replication factor, not both",
+            );
+        }
+        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
+        let known: BTreeSet<i32> = view.live_brokers();
+        if let Err(e) = placement::validate_assignment(&lists, &known, None) {
+            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, e);
+        }
+        return Ok(lists);
+    }
+    if t.partitions <= 0 {
+        return refuse(
+            ErrorCode::INVALID_PARTITIONS,
+            format!("Number of partitions must be larger than 0, got {}.", t.partitions),
+        );
+    }
+    if t.replication_factor <= 0 {
+        return refuse(
+            ErrorCode::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Replication factor must be larger than 0, got {}.",
+                t.replication_factor
+            ),
+        );
+    }
+    let brokers = slots(view);
+    if t.replication_factor as usize > brokers.len() {
+        return refuse(
+            ErrorCode::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Replication factor: {} larger than available brokers: {}.",
+                t.replication_factor,
+                brokers.len()
+            ),
+        );
+    }
+    placement::assign_replicas(
+        &brokers,
+        t.partitions as u32,
+        t.replication_factor as u32,
+        0,
+        start_for(&t.topic),
+    )
+    .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))
+}
+
+fn topic_result(topic: &str, r: Result<(), Refusal>) -> TopicResult {
+    match r {
+        Ok(()) => TopicResult {
+            topic: topic.to_string(),
+            ..Default::default()
+        },
+        Err(e) => TopicResult {
+            topic: topic.to_string(),
+            error_code: e.code.0,
+            error_message: e.message,
+        },
+    }
+}
+
+fn unknown_topic(topic: &str) -> Refusal {
+    Refusal {
+        code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        message: format!("Topic '{topic}' does not exist."),
+    }
+}
+
+impl AdminService {
+    async fn create_one(&self, t: &NewTopic, validate_only: bool) -> Result<Result<(), Refusal>, Status> {
+        let view = load_view(&self.client).await.map_err(status)?;
+        let assignment = match plan_topic(t, &view) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        if validate_only {
+            return Ok(Ok(()));
+        }
+        let live = view.live_brokers();
+        let record = TopicRecord {
+            topic_id: uuid::Uuid::new_v4().to_string(),
+            partitions: assignment.len() as u32,
+            config: t.config.clone(),
+        };
+        let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
+        for (p, replicas) in assignment.into_iter().enumerate() {
+            ops.push(put_op(
+                keys::partition(&t.topic, p as u32),
+                &new_partition(replicas, &live),
+            ));
+        }
+        let guards = vec![at_revision(keys::topic(&t.topic), 0)];
+        if write(&self.client, guards, ops).await.map_err(status)? {
+            Ok(Ok(()))
+        } else {
+            Ok(refuse(
+                ErrorCode::TOPIC_ALREADY_EXISTS,
+                format!("Topic '{}' already exists.", t.topic),
+            ))
+        }
+    }
+
+    async fn create_partitions_one(
+        &self,
+        t: &PartitionCount,
+        validate_only: bool,
+    ) -> Result<Result<(), Refusal>, Status> {
+        let view = load_view(&self.client).await.map_err(status)?;
+        let Some(topic) = view.topics.get(&t.topic).filter(|e| e.record.is_some()) else {
+            return Ok(Err(unknown_topic(&t.topic)));
+        };
+        let plan = plan_partitions(&t.topic, topic, t, &view);
+        let (record, new) = match plan {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        if validate_only {
+            return Ok(Ok(()));
+        }
+        let live = view.live_brokers();
+        let first = topic.partitions.len() as u32;
+        let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
+        for (i, replicas) in new.into_iter().enumerate() {
+            ops.push(put_op(
+                keys::partition(&t.topic, first + i as u32),
+                &new_partition(replicas, &live),
+            ));
+        }
+        let guards = vec![at_revision(keys::topic(&t.topic), topic.mod_revision)];
+        if write(&self.client, guards, ops).await.map_err(status)? {
+            Ok(Ok(()))
+        } else {
+            Ok(refuse(
+                ErrorCode::INVALID_UPDATE_VERSION,
+                format!(
+                    "topic '{}' changed while its partitions were being added; retry",
+                    t.topic
+                ),
+            ))
+        }
+    }
+}
+
+/// The new topic record and the replicas of the added partitions.
+fn plan_partitions(
+    name: &str,
+    topic: &TopicEntry,
+    t: &PartitionCount,
+    view: &ClusterView,
+) -> Result<(TopicRecord, Vec<Vec<i32>>), Refusal> {
+    let current = topic.partitions.len() as i32;
+    if t.count <= current {
+        return refuse(
+            ErrorCode::INVALID_PARTITIONS,
+            format!(
+                "Topic currently has {current} partitions, which is higher than or equal to the requested {}.",
+                t.count
+            ),
+        );
+    }
+    let adding = (t.count - current) as usize;
+    let rf = topic.partitions.values().next().map_or(1, |p| p.state.replicas.len());
+    let new = if t.assignment.is_empty() {
+        let brokers = slots(view);
+        if rf > brokers.len() {
+            return refuse(
+                ErrorCode::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Replication factor: {rf} larger than available brokers: {}.",
+                    brokers.len()
+                ),
+            );
+        }
+        placement::assign_replicas(&brokers, adding as u32, rf as u32, current as u32, start_for(name))
+            .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))?
+    } else {
+        if t.assignment.len() != adding {
+            return refuse(
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Increasing the number of partitions by {adding} but {} assignments provided.",
+                    t.assignment.len()
+                ),
+            );
+        }
+        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
+        if let Err(e) = placement::validate_assignment(&lists, &view.live_brokers(), Some(rf)) {
+            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("new {e}"));
+        }
+        lists
+    };
+    let mut record = topic.record.clone().unwrap_or_default();
+    record.partitions = t.count as u32;
+    Ok((record, new))
+}
+
+fn partition_result(topic: &str, partition: u32, r: Result<(), Refusal>) -> PartitionResult {
+    let (code, message) = match r {
+        Ok(()) => (0, String::new()),
+        Err(e) => (e.code.0, e.message),
+    };
+    PartitionResult {
+        topic: topic.to_string(),
+        partition,
+        error_code: code,
+        error_message: message,
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn create_topics(&self, req: Request<CreateTopicsRequest>) -> Result<Response<CreateTopicsResponse>, Status> {
+        let req = req.into_inner();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let r = self.create_one(t, req.validate_only).await?;
+            results.push(topic_result(&t.topic, r));
+        }
+        Ok(Response::new(CreateTopicsResponse { results }))
+    }
+
+    async fn delete_topics(&self, req: Request<DeleteTopicsRequest>) -> Result<Response<DeleteTopicsResponse>, Status> {
+        let mut results = Vec::new();
+        for name in req.into_inner().topics {
+            let view = load_view(&self.client).await.map_err(status)?;
+            let r = match view.topics.get(&name).filter(|t| t.record.is_some()) {
+                None => Err(unknown_topic(&name)),
+                Some(t) => {
+                    let ops = vec![
+                        pb::Op {
+                            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
+                                prefix: keys::topic_children(&name),
+                            })),
+                        },
+                        pb::Op {
+                            op: Some(pb::op::Op::Delete(pb::DeleteOp {
+                                key: keys::topic(&name),
+                            })),
+                        },
+                    ];
+                    let guards = vec![at_revision(keys::topic(&name), t.mod_revision)];
+                    if write(&self.client, guards, ops).await.map_err(status)? {
+                        Ok(())
+                    } else {
+                        refuse(
+                            ErrorCode::INVALID_UPDATE_VERSION,
+                            format!("topic '{name}' changed; retry"),
+                        )
+                    }
+                }
+            };
+            results.push(topic_result(&name, r));
+        }
+        Ok(Response::new(DeleteTopicsResponse { results }))
+    }
+
+    async fn describe_topics(
+        &self,
+        req: Request<DescribeTopicsRequest>,
+    ) -> Result<Response<DescribeTopicsResponse>, Status> {
+        let req = req.into_inner();
+        let view = load_view(&self.client).await.map_err(status)?;
+        let names: Vec<String> = if req.topics.is_empty() {
+            view.topics.keys().cloned().collect()
+        } else {
+            req.topics
+        };
+        let topics = names
+            .into_iter()
+            .map(|name| match view.topics.get(&name).filter(|t| t.record.is_some()) {
+                None => {
+                    let e = unknown_topic(&name);
+                    TopicDescription {
+                        topic: name,
+                        error_code: e.code.0,
+                        error_message: e.message,
+                        ..Default::default()
+                    }
+                }
+                Some(t) => {
+                    let rec = t.record.clone().unwrap_or_default();
+                    TopicDescription {
+                        topic: name,
+                        topic_id: rec.topic_id,
+                        config: rec.config,
+                        partitions: t
+                            .partitions
+                            .iter()
+                            .map(|(p, e)| PartitionDescription {
+                                partition: *p,
+                                state: Some(e.state.clone()),
+                            })
+                            .collect(),
+                        ..Default::default()
+                    }
+                }
+            })
+            .collect();
+        Ok(Response::new(DescribeTopicsResponse { topics }))
+    }
+
+    async fn describe_cluster(
+        &self,
+        _req: Request<DescribeClusterRequest>,
+    ) -> Result<Response<DescribeClusterResponse>, Status> {
+        let view = load_view(&self.client).await.map_err(status)?;
+        let controller = self
+            .client
+            .get(keys::CONTROLLER)
+            .await
+            .map_err(status)?
+            .and_then(|kv| ControllerRecord::decode(kv.value.as_ref()).ok())
+            .unwrap_or_default();
+        Ok(Response::new(DescribeClusterResponse {
+            controller_id: controller.id,
+            controller_epoch: controller.epoch,
+            brokers: view.brokers.into_values().collect(),
+        }))
+    }
+
+    async fn elect_leaders(&self, req: Request<ElectLeadersRequest>) -> Result<Response<ElectLeadersResponse>, Status> {
+        let req = req.into_inner();
+        let view = load_view(&self.client).await.map_err(status)?;
+        let live = view.live_brokers();
+        let targets: Vec<(String, u32)> = if req.partitions.is_empty() {
+            view.topics
+                .iter()
+                .flat_map(|(t, e)| e.partitions.keys().map(move |p| (t.clone(), *p)))
+                .collect()
+        } else {
+            req.partitions
+                .iter()
+                .map(|tp| (tp.topic.clone(), tp.partition))
+                .collect()
+        };
+        let mut results = Vec::new();
+        for (topic, p) in targets {
+            let Some(PartitionEntry { state, mod_revision }) = view.partition(&topic, p) else {
+                results.push(partition_result(
+                    &topic,
+                    p,
+                    refuse(
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                        format!("partition {topic}-{p} does not exist"),
+                    ),
+                ));
+                continue;
+            };
+            let decided = if req.unclean {
+                partition_change::elect_any(state, &live, Election::Unclean)
+            } else {
+                partition_change::elect_preferred(state, &live)
+            };
+            let r = match decided {
+                Err(e) => refuse(e.code, e.message),
+                Ok(new) => {
+                    let key = keys::partition(&topic, p);
+                    let guards = vec![at_revision(key.clone(), *mod_revision)];
+                    if write(&self.client, guards, vec![put_op(key, &new)])
+                        .await
+                        .map_err(status)?
+                    {
+                        Ok(())
+                    } else {
+                        refuse(
+                            ErrorCode::INVALID_UPDATE_VERSION,
+                            format!("partition {topic}-{p} changed during the election; retry"),
+                        )
+                    }
+                }
+            };
+            results.push(partition_result(&topic, p, r));
+        }
+        Ok(Response::new(ElectLeadersResponse { results }))
+    }
+
+    async fn create_partitions(
+        &self,
+        req: Request<CreatePartitionsRequest>,
+    ) -> Result<Response<CreatePartitionsResponse>, Status> {
+        let req = req.into_inner();
+        let mut results = Vec::new();
+        for t in &req.topics {
+            let r = self.create_partitions_one(t, req.validate_only).await?;
+            results.push(topic_result(&t.topic, r));
+        }
+        Ok(Response::new(CreatePartitionsResponse { results }))
+    }
+
+    async fn alter_partition(
+        &self,
+        req: Request<AlterPartitionRequest>,
+    ) -> Result<Response<AlterPartitionResponse>, Status> {
+        let req = req.into_inner();
+        let key = keys::partition(&req.topic, req.partition);
+        let view = load_view(&self.client).await.map_err(status)?;
+        let Some(entry) = view.partition(&req.topic, req.partition) else {
+            return Ok(Response::new(AlterPartitionResponse {
+                error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                error_message: format!("partition {}-{} does not exist", req.topic, req.partition),
+                state: None,
+            }));
+        };
+        let change = IsrChange {
+            leader: req.leader,
+            leader_epoch: req.leader_epoch,
+            partition_epoch: req.partition_epoch,
+            new_isr: req.new_isr.clone(),
+        };
+        let new = match partition_change::alter_isr(&entry.state, &change, &view.live_brokers()) {
+            Ok(n) => n,
+            Err(e) => {
+                return Ok(Response::new(AlterPartitionResponse {
+                    error_code: e.code.0,
+                    error_message: e.message,
+                    state: Some(entry.state.clone()),
+                }))
+            }
+        };
+        let guards = vec![at_revision(key.clone(), entry.mod_revision)];
+        if write(&self.client, guards, vec![put_op(key, &new)])
+            .await
+            .map_err(status)?
+        {
+            Ok(Response::new(AlterPartitionResponse {
+                error_code: 0,
+                error_message: String::new(),
+                state: Some(new),
+            }))
+        } else {
+            Ok(Response::new(AlterPartitionResponse {
+                error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
+                error_message: "the partition changed meanwhile".into(),
+                state: None,
+            }))
+        }
+    }
+}

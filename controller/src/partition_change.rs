@@ -1,0 +1,310 @@
+//! Every rule for a partition's next state, in one place: leader election, fencing a broker that
+//! went away, preferred-leader moves and ISR changes asked for by a partition leader. Pure
+//! functions over the stored state; the caller writes the result guarded by the state's revision.
+
+use std::collections::BTreeSet;
+
+use proto::errors::ErrorCode;
+use proto::ferry::PartitionState;
+
+/// No leader.
+pub const NO_LEADER: i32 = -1;
+
+/// How a leader may be chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Election {
+    /// Only from the ISR.
+    Clean,
+    /// From the ISR, else from any live replica (may lose acknowledged records).
+    Unclean,
+}
+
+/// The first replica, in replica order, that is live and in the ISR.
+fn first_clean_leader(state: &PartitionState, live: &BTreeSet<i32>) -> Option<i32> {
+    state
+        .replicas
+        .iter()
+        .copied()
+        .find(|r| live.contains(r) && state.isr.contains(r))
+}
+
+/// Finishes a change: bumps the epochs that must move, or returns `None` when nothing changed.
+fn finish(old: &PartitionState, mut new: PartitionState) -> Option<PartitionState> {
+    if new == *old {
+        return None;
+    }
+    if new.leader != old.leader {
+        new.leader_epoch = old.leader_epoch + 1;
+    }
+    new.partition_epoch = old.partition_epoch + 1;
+    Some(new)
+}
+
+/// The state after the live broker set changed: members that went away leave the ISR (the last
+/// one stays, so that it can lead again when it returns), and a partition whose leader went away
+/// gets a new one. `None` when nothing changes.
+pub fn on_brokers_changed(state: &PartitionState, live: &BTreeSet<i32>, election: Election) -> Option<PartitionState> {
+    let mut new = state.clone();
+    let live_isr: Vec<i32> = state.isr.iter().copied().filter(|r| live.contains(r)).collect();
+    if !live_isr.is_empty() {
+        new.isr = live_isr;
+    } else if state.isr.len() > 1 {
+        // Keep one member: the last leader if it was in the ISR, else the first.
+        let keep = if state.isr.contains(&state.leader) {
+            state.leader
+        } else {
+            state.isr[0]
+        };
+        new.isr = vec![keep];
+    }
+    if new.leader == NO_LEADER || !live.contains(&new.leader) {
+        match first_clean_leader(&new, live) {
+            Some(l) => new.leader = l,
+            None => match election {
+                Election::Unclean => match state.replicas.iter().copied().find(|r| live.contains(r)) {
+                    Some(l) => {
+                        new.leader = l;
+                        new.isr = vec![l];
+                    }
+                    None => new.leader = NO_LEADER,
+                },
+                Election::Clean => new.leader = NO_LEADER,
+            },
+        }
+    }
+    finish(state, new)
+}
+
+/// Why a preferred-leader election did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotElected {
+    /// Kafka's code.
+    pub code: ErrorCode,
+    /// For people.
+    pub message: String,
+}
+
+/// Moves leadership to the preferred replica (the first in the replica set) when it is live and
+/// in sync.
+pub fn elect_preferred(state: &PartitionState, live: &BTreeSet<i32>) -> Result<PartitionState, NotElected> {
+    let Some(&preferred) = state.replicas.first() else {
+        return Err(NotElected {
+            code: ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE,
+            message: "the partition has no replicas".into(),
+        });
+    };
+    if state.leader == preferred {
+        return Err(NotElected {
+            code: ErrorCode::ELECTION_NOT_NEEDED,
+            message: format!("broker {preferred} already leads"),
+        });
+    }
+    if !live.contains(&preferred) || !state.isr.contains(&preferred) {
+        return Err(NotElected {
+            code: ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE,
+            message: format!("preferred replica {preferred} is not live and in sync"),
+        });
+    }
+    let new = PartitionState {
+        leader: preferred,
+        ..state.clone()
+    };
+    Ok(finish(state, new).unwrap_or_else(|| state.clone()))
+}
+
+/// Elects a leader for a partition that has none (or whose leader is gone), unclean if asked.
+pub fn elect_any(
+    state: &PartitionState,
+    live: &BTreeSet<i32>,
+    election: Election,
+) -> Result<PartitionState, NotElected> {
+    if state.leader != NO_LEADER && live.contains(&state.leader) {
+        return Err(NotElected {
+            code: ErrorCode::ELECTION_NOT_NEEDED,
+            message: format!("broker {} leads", state.leader),
+        });
+    }
+    match on_brokers_changed(state, live, election) {
+        Some(new) if new.leader != NO_LEADER => Ok(new),
+        _ => Err(NotElected {
+            code: ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            message: "no live replica is eligible to lead".into(),
+        }),
+    }
+}
+
+/// A partition leader's request to set the ISR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    /// The leader asking.
+    pub leader: i32,
+    /// The leader epoch it leads in.
+    pub leader_epoch: u32,
+    /// The partition epoch its view is at.
+    pub partition_epoch: u32,
+    /// The ISR it wants.
+    pub new_isr: Vec<i32>,
+}
+
+/// Checks and applies an ISR change. A stale leader or a stale view is refused, so that only the
+/// current leader, knowing the current state, changes the ISR.
+pub fn alter_isr(state: &PartitionState, req: &IsrChange, live: &BTreeSet<i32>) -> Result<PartitionState, NotElected> {
+    let refuse = |code, message: String| Err(NotElected { code, message });
+    if req.leader != state.leader || req.leader_epoch != state.leader_epoch {
+        return refuse(
+            ErrorCode::FENCED_LEADER_EPOCH,
+            format!(
+                "broker {} at leader epoch {} is not the leader (leader {} at epoch {})",
+                req.leader, req.leader_epoch, state.leader, state.leader_epoch
+            ),
+        );
+    }
+    if req.partition_epoch != state.partition_epoch {
+        return refuse(
+            ErrorCode::INVALID_UPDATE_VERSION,
+            format!(
+                "partition epoch {} is stale, the current one is {}",
+                req.partition_epoch, state.partition_epoch
+            ),
+        );
+    }
+    if !req.new_isr.contains(&req.leader) {
+        return refuse(ErrorCode::INVALID_REQUEST, "the new ISR must contain the leader".into());
+    }
+    let mut seen = BTreeSet::new();
+    for r in &req.new_isr {
+        if !seen.insert(*r) {
+            return refuse(
+                ErrorCode::INVALID_REQUEST,
+                format!("broker {r} appears twice in the new ISR"),
+            );
+        }
+        if !state.replicas.contains(r) {
+            return refuse(ErrorCode::INVALID_REQUEST, format!("broker {r} is not a replica"));
+        }
+        if !state.isr.contains(r) && !live.contains(r) {
+            return refuse(
+                ErrorCode::INVALID_REQUEST,
+                format!("broker {r} is not registered, it cannot join the ISR"),
+            );
+        }
+    }
+    let new = PartitionState {
+        isr: req.new_isr.clone(),
+        ..state.clone()
+    };
+    Ok(finish(state, new).unwrap_or_else(|| state.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(replicas: &[i32], leader: i32, isr: &[i32]) -> PartitionState {
+        PartitionState {
+            replicas: replicas.to_vec(),
+            leader,
+            isr: isr.to_vec(),
+            leader_epoch: 3,
+            partition_epoch: 7,
+            ..Default::default()
+        }
+    }
+    fn live(ids: &[i32]) -> BTreeSet<i32> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn leader_loss_elects_from_isr_in_replica_order() {
+        let s = st(&[1, 2, 3], 1, &[1, 3, 2]);
+        let n = on_brokers_changed(&s, &live(&[2, 3]), Election::Clean).unwrap();
+        assert_eq!(n.leader, 2);
+        assert_eq!(n.isr, vec![3, 2]);
+        assert_eq!((n.leader_epoch, n.partition_epoch), (4, 8));
+    }
+
+    #[test]
+    fn follower_loss_shrinks_isr_without_new_leader_epoch() {
+        let s = st(&[1, 2, 3], 1, &[1, 2, 3]);
+        let n = on_brokers_changed(&s, &live(&[1, 2]), Election::Clean).unwrap();
+        assert_eq!((n.leader, n.isr.clone()), (1, vec![1, 2]));
+        assert_eq!((n.leader_epoch, n.partition_epoch), (3, 8));
+        assert_eq!(on_brokers_changed(&n, &live(&[1, 2]), Election::Clean), None);
+    }
+
+    #[test]
+    fn last_isr_member_stays_and_no_unclean_leader_by_default() {
+        let s = st(&[1, 2], 1, &[1]);
+        let n = on_brokers_changed(&s, &live(&[2]), Election::Clean).unwrap();
+        assert_eq!((n.leader, n.isr.clone()), (NO_LEADER, vec![1]));
+        // The last in-sync replica returns and leads again.
+        let back = on_brokers_changed(&n, &live(&[1, 2]), Election::Clean).unwrap();
+        assert_eq!(back.leader, 1);
+        assert_eq!(back.leader_epoch, n.leader_epoch + 1);
+    }
+
+    #[test]
+    fn unclean_election_takes_any_live_replica() {
+        let s = st(&[1, 2], 1, &[1]);
+        let n = on_brokers_changed(&s, &live(&[2]), Election::Unclean).unwrap();
+        assert_eq!((n.leader, n.isr.clone()), (2, vec![2]));
+    }
+
+    #[test]
+    fn preferred_election_needs_a_live_in_sync_preferred_replica() {
+        let s = st(&[1, 2, 3], 2, &[2, 3]);
+        assert_eq!(
+            elect_preferred(&s, &live(&[1, 2, 3])).unwrap_err().code,
+            ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE
+        );
+        let s = st(&[1, 2, 3], 2, &[2, 3, 1]);
+        let n = elect_preferred(&s, &live(&[1, 2, 3])).unwrap();
+        assert_eq!((n.leader, n.leader_epoch), (1, 4));
+        assert_eq!(
+            elect_preferred(&n, &live(&[1, 2, 3])).unwrap_err().code,
+            ErrorCode::ELECTION_NOT_NEEDED
+        );
+    }
+
+    #[test]
+    fn isr_change_is_fenced_by_leader_and_partition_epoch() {
+        let s = st(&[1, 2, 3], 1, &[1, 2]);
+        let ok = IsrChange {
+            leader: 1,
+            leader_epoch: 3,
+            partition_epoch: 7,
+            new_isr: vec![1, 2, 3],
+        };
+        let n = alter_isr(&s, &ok, &live(&[1, 2, 3])).unwrap();
+        assert_eq!(
+            (n.isr.clone(), n.partition_epoch, n.leader_epoch),
+            (vec![1, 2, 3], 8, 3)
+        );
+        let stale = alter_isr(&n, &ok, &live(&[1, 2, 3])).unwrap_err();
+        assert_eq!(stale.code, ErrorCode::INVALID_UPDATE_VERSION);
+        let old_leader = IsrChange {
+            leader: 2,
+            ..ok.clone()
+        };
+        assert_eq!(
+            alter_isr(&s, &old_leader, &live(&[1, 2, 3])).unwrap_err().code,
+            ErrorCode::FENCED_LEADER_EPOCH
+        );
+        let no_leader = IsrChange {
+            new_isr: vec![2, 3],
+            ..ok.clone()
+        };
+        assert_eq!(
+            alter_isr(&s, &no_leader, &live(&[1, 2, 3])).unwrap_err().code,
+            ErrorCode::INVALID_REQUEST
+        );
+        let dead = IsrChange {
+            new_isr: vec![1, 2, 3],
+            ..ok
+        };
+        assert_eq!(
+            alter_isr(&s, &dead, &live(&[1, 2])).unwrap_err().code,
+            ErrorCode::INVALID_REQUEST
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! Kafka's error codes, by name and number, as Ferry answers them.
+
+/// A Kafka error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode(pub i32);
+
+macro_rules! codes {
+    ($($name:ident = $num:expr),* $(,)?) => {
+        impl ErrorCode {
+            $(
+                #[doc = concat!("`", stringify!($name), "` (", stringify!($num), ").")]
+                pub const $name: ErrorCode = ErrorCode($num);
+            )*
+
+            /// Kafka's name for the code, or `UNKNOWN_SERVER_ERROR` for a number Ferry does not use.
+            pub fn name(self) -> &'static str {
+                match self.0 {
+                    $($num => stringify!($name),)*
+                    _ => "UNKNOWN_SERVER_ERROR",
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    NONE = 0,
+    OFFSET_OUT_OF_RANGE = 1,
+    CORRUPT_MESSAGE = 2,
+    UNKNOWN_TOPIC_OR_PARTITION = 3,
+    LEADER_NOT_AVAILABLE = 5,
+    NOT_LEADER_OR_FOLLOWER = 6,
+    REQUEST_TIMED_OUT = 7,
+    REPLICA_NOT_AVAILABLE = 9,
+    MESSAGE_TOO_LARGE = 10,
+    INVALID_TOPIC_EXCEPTION = 17,
+    RECORD_LIST_TOO_LARGE = 18,
+    NOT_ENOUGH_REPLICAS = 19,
+    INVALID_REQUIRED_ACKS = 21,
+    CLUSTER_AUTHORIZATION_FAILED = 31,
+    TOPIC_ALREADY_EXISTS = 36,
+    INVALID_PARTITIONS = 37,
+    INVALID_REPLICATION_FACTOR = 38,
+    INVALID_REPLICA_ASSIGNMENT = 39,
+    INVALID_CONFIG = 40,
+    NOT_CONTROLLER = 41,
+    INVALID_REQUEST = 42,
+    POLICY_VIOLATION = 44,
+    KAFKA_STORAGE_ERROR = 56,
+    LOG_DIR_NOT_FOUND = 57,
+    FENCED_LEADER_EPOCH = 74,
+    UNKNOWN_LEADER_EPOCH = 75,
+    PREFERRED_LEADER_NOT_AVAILABLE = 80,
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83,
+    ELECTION_NOT_NEEDED = 84,
+    NO_REASSIGNMENT_IN_PROGRESS = 85,
+    INVALID_UPDATE_VERSION = 108,
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_numbers() {
+        assert_eq!(ErrorCode(39).name(), "INVALID_REPLICA_ASSIGNMENT");
+        assert_eq!(ErrorCode::OFFSET_OUT_OF_RANGE.to_string(), "OFFSET_OUT_OF_RANGE (1)");
+        assert_eq!(ErrorCode(9999).name(), "UNKNOWN_SERVER_ERROR");
+    }
+}

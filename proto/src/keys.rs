@@ -1,0 +1,70 @@
+//! The metadata keyspace: one function per key shape, so a path is spelled in one place.
+
+/// Prefix of broker registrations.
+pub const BROKER_IDS: &str = "/brokers/ids/";
+/// Prefix of topics and their partitions.
+pub const TOPICS: &str = "/brokers/topics/";
+/// The active controller.
+pub const CONTROLLER: &str = "/controller";
+
+/// `/brokers/ids/<id>`.
+pub fn broker(id: i32) -> String {
+    format!("{BROKER_IDS}{id}")
+}
+
+/// `/brokers/topics/<topic>`.
+pub fn topic(topic: &str) -> String {
+    format!("{TOPICS}{topic}")
+}
+
+/// `/brokers/topics/<topic>/` — the prefix of the topic's partitions (and nothing of another
+/// topic whose name starts with this one).
+pub fn topic_children(topic: &str) -> String {
+    format!("{TOPICS}{topic}/")
+}
+
+/// `/brokers/topics/<topic>/partitions/<p>`.
+pub fn partition(topic: &str, partition: u32) -> String {
+    format!("{TOPICS}{topic}/partitions/{partition}")
+}
+
+/// What a key under [`TOPICS`] names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicKey<'a> {
+    /// A topic record.
+    Topic(&'a str),
+    /// A partition state.
+    Partition(&'a str, u32),
+}
+
+/// Parses a key under [`TOPICS`]; `None` for anything else.
+pub fn parse_topic_key(key: &str) -> Option<TopicKey<'_>> {
+    let rest = key.strip_prefix(TOPICS)?;
+    match rest.split_once('/') {
+        None if !rest.is_empty() => Some(TopicKey::Topic(rest)),
+        None => None,
+        Some((topic, tail)) => {
+            let p = tail.strip_prefix("partitions/")?.parse().ok()?;
+            Some(TopicKey::Partition(topic, p))
+        }
+    }
+}
+
+/// Parses `/brokers/ids/<id>`.
+pub fn parse_broker_key(key: &str) -> Option<i32> {
+    key.strip_prefix(BROKER_IDS)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip() {
+        assert_eq!(parse_topic_key(&topic("a.b")), Some(TopicKey::Topic("a.b")));
+        assert_eq!(parse_topic_key(&partition("t", 7)), Some(TopicKey::Partition("t", 7)));
+        assert_eq!(parse_topic_key("/brokers/topics/t/other"), None);
+        assert_eq!(parse_broker_key(&broker(3)), Some(3));
+        assert_eq!(parse_broker_key("/brokers/ids/x"), None);
+    }
+}

@@ -1,0 +1,193 @@
+//! One Ferry node with its roles: a quorum member (metastore voter, admin service, active
+//! controller when Raft leader), a broker, or both on one port. `ferry node` and `ferry dev`
+//! both start nodes here.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use broker::{Broker, BrokerConfig, BrokerHandle, DataConfig};
+use controller::active::ControllerConfig;
+use controller::admin::AdminService;
+use metastore::{NodeConfig, NodeHandle, RaftTuning};
+use proto::ferry::admin_server::AdminServer;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+
+/// Which roles a node takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    /// Metastore voter (and controller when leader).
+    pub quorum: bool,
+    /// Hosts partition replicas.
+    pub broker: bool,
+}
+
+impl std::str::FromStr for Roles {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut r = Roles {
+            quorum: false,
+            broker: false,
+        };
+        for part in s.split(',').map(str::trim) {
+            match part {
+                "quorum" => r.quorum = true,
+                "broker" => r.broker = true,
+                other => return Err(format!("unknown role {other:?}: expected quorum, broker or both")),
+            }
+        }
+        Ok(r)
+    }
+}
+
+/// Everything needed to start a node.
+pub struct NodeOptions {
+    /// Node id; also the broker id.
+    pub id: u64,
+    /// Where its data lives.
+    pub data_dir: PathBuf,
+    /// gRPC address.
+    pub listen: SocketAddr,
+    /// Founding voters (quorum role).
+    pub peers: BTreeMap<u64, String>,
+    /// Join an existing quorum as a learner.
+    pub join: bool,
+    /// Raft timing.
+    pub raft: RaftTuning,
+    /// Roles.
+    pub roles: Roles,
+    /// Quorum addresses for a broker-only node.
+    pub quorum: Vec<String>,
+    /// Broker log dirs; empty means `<data dir>/logs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// Broker rack.
+    pub rack: Option<String>,
+    /// Broker registration lease.
+    pub session_timeout_ms: u64,
+    /// Broker data-plane settings.
+    pub data: DataConfig,
+    /// Active controller settings.
+    pub controller: ControllerConfig,
+}
+
+/// A started node.
+pub struct RunningNode {
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    metastore: Option<NodeHandle>,
+    broker: Option<BrokerHandle>,
+    controller: Option<JoinHandle<()>>,
+    server: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+}
+
+impl RunningNode {
+    /// Stops the roles: the broker first (it deregisters, so leadership moves), then the quorum.
+    pub async fn shutdown(self) {
+        if let Some(b) = self.broker {
+            b.shutdown().await;
+        }
+        if let Some(c) = self.controller {
+            c.abort();
+        }
+        if let Some((tx, h)) = self.server {
+            let _ = tx.send(());
+            let _ = h.await;
+        }
+        if let Some(m) = self.metastore {
+            m.shutdown().await;
+        }
+    }
+}
+
+/// Starts a node with its roles.
+pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
+    if !o.roles.quorum && !o.roles.broker {
+        bail!("--roles: give quorum, broker or both");
+    }
+    let quorum: Vec<String> = if o.roles.quorum {
+        o.peers.values().cloned().collect()
+    } else {
+        o.quorum.clone()
+    };
+    if quorum.is_empty() && !(o.roles.quorum && o.join) {
+        bail!("a broker-only node needs --quorum HOST:PORT,...");
+    }
+    let broker = if o.roles.broker {
+        let dirs = if o.log_dirs.is_empty() {
+            vec![o.data_dir.join("logs")]
+        } else {
+            o.log_dirs.clone()
+        };
+        let broker_id = i32::try_from(o.id).context("--id: a broker id must fit in 31 bits")?;
+        let mut cfg = BrokerConfig::new(broker_id, dirs, quorum.clone());
+        cfg.rack = o.rack.clone();
+        cfg.session_timeout_ms = o.session_timeout_ms;
+        cfg.data = o.data.clone();
+        Some(Broker::open(cfg).context("opening the broker's log dirs")?)
+    } else {
+        None
+    };
+
+    let mut running = RunningNode {
+        addr: o.listen,
+        metastore: None,
+        broker: None,
+        controller: None,
+        server: None,
+    };
+    if o.roles.quorum {
+        let client = metastore::Client::new(&quorum).or_else(|_| {
+            // A joining node may not know its peers yet: talk to itself.
+            metastore::Client::new(&[o.listen.to_string()])
+        })?;
+        let mut routes = tonic::service::Routes::new(AdminServer::new(AdminService::new(client.clone())));
+        if let Some(b) = &broker {
+            routes = routes.add_service(b.service());
+        }
+        let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
+        cfg.join = o.join;
+        cfg.raft = o.raft.clone();
+        cfg.extra_services = Some(routes);
+        let node = metastore::start(cfg).await?;
+        running.addr = node.addr;
+        running.controller = Some(controller::active::spawn(
+            o.id,
+            node.raft.clone(),
+            client,
+            o.controller.clone(),
+        ));
+        running.metastore = Some(node);
+    } else if let Some(b) = &broker {
+        let listener = tokio::net::TcpListener::bind(o.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", o.listen))?;
+        running.addr = listener.local_addr()?;
+        let (health_reporter, health) = tonic_health::server::health_reporter();
+        health_reporter
+            .set_serving::<proto::ferry::broker_server::BrokerServer<broker::service::BrokerService>>()
+            .await;
+        let svc = b.service();
+        let (tx, rx) = oneshot::channel::<()>();
+        let h = tokio::spawn(async move {
+            let res = tonic::transport::Server::builder()
+                .tcp_nodelay(true)
+                .add_service(health)
+                .add_service(svc)
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                    let _ = rx.await;
+                })
+                .await;
+            if let Err(e) = res {
+                tracing::error!(error = %e, "broker gRPC server stopped");
+            }
+        });
+        running.server = Some((tx, h));
+    }
+    if let Some(b) = broker {
+        running.broker = Some(b.start(running.addr.to_string())?);
+    }
+    Ok(running)
+}
