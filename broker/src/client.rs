@@ -55,6 +55,7 @@ pub struct ClusterClient {
     leaders: Arc<Mutex<HashMap<(String, u32), i32>>>,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    timeout: Duration,
 }
 
 impl ClusterClient {
@@ -72,7 +73,15 @@ impl ClusterClient {
             leaders: Default::default(),
             endpoints: Default::default(),
             channels: Default::default(),
+            timeout: Duration::from_secs(40),
         })
+    }
+
+    /// Gives up on one call after `timeout` (a hung node answers nothing at all), added to any
+    /// wait the call itself asks for.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// An admin client of one of the quorum nodes.
@@ -95,7 +104,10 @@ impl ClusterClient {
     {
         let mut last = String::new();
         for _ in 0..(self.admin.len() * 10) {
-            match f(self.admin()).await {
+            match tokio::time::timeout(self.timeout, f(self.admin()))
+                .await
+                .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time")))
+            {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) => {
                     last = s.message().to_string();
@@ -205,7 +217,8 @@ impl ClusterClient {
             records,
             timeout_ms: 0,
         };
-        match c.produce(req).await {
+        let resp = tokio::time::timeout(self.timeout, c.produce(req)).await;
+        match resp.unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time"))) {
             Ok(r) => {
                 let r = r.into_inner();
                 if r.error_code != 0 {
@@ -243,7 +256,9 @@ impl ClusterClient {
             max_bytes,
             max_wait_ms,
         };
-        match c.fetch(req).await {
+        let limit = self.timeout + Duration::from_millis(max_wait_ms as u64);
+        let resp = tokio::time::timeout(limit, c.fetch(req)).await;
+        match resp.unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time"))) {
             Ok(r) => {
                 let r = r.into_inner();
                 if r.error_code != 0 {

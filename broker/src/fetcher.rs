@@ -34,6 +34,12 @@ fn client(channel: Channel) -> BrokerClient<Channel> {
         .max_encoding_message_size(1 << 30)
 }
 
+/// After a truncation nothing beyond the log end can count as committed.
+fn clamp_high_watermark(r: &Replica, leo: i64) {
+    let mut st = r.state.lock();
+    st.high_watermark = st.high_watermark.min(leo);
+}
+
 /// Runs until aborted (when the role changes).
 pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32) {
     loop {
@@ -88,6 +94,9 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
             tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
             log.truncate_to(resp.end_offset)?;
+            let leo = log.log_end_offset();
+            drop(log);
+            clamp_high_watermark(r, leo);
         }
     }
 
@@ -114,6 +123,9 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
                 let leader_end = resp.log_end_offset.max(0);
                 if leader_end < log.log_end_offset() {
                     log.truncate_to(leader_end)?;
+                    let leo = log.log_end_offset();
+                    drop(log);
+                    clamp_high_watermark(r, leo);
                 }
             }
             return Err(FetchError::Leader {
@@ -128,13 +140,9 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
             }
             log.log_end_offset()
         };
-        {
-            let mut st = r.state.lock();
-            let hw = resp.high_watermark.min(leo);
-            if hw > st.high_watermark {
-                st.high_watermark = hw;
-            }
-        }
+        // The leader's watermark is the truth, even when it is lower than ours (after an
+        // unclean election, what this replica counted as committed may not be).
+        r.state.lock().high_watermark = resp.high_watermark.min(leo);
         r.notify();
         if tx.send(request(leo)).await.is_err() {
             break;

@@ -145,6 +145,8 @@ impl Replica {
             st.followers.clear();
             st.isr_change_in_flight = false;
             if let Role::Leader { .. } = role {
+                let leo = self.log.lock().log_end_offset();
+                st.high_watermark = st.high_watermark.min(leo);
                 let now = self.now_ms();
                 for r in meta.replicas.iter().filter(|r| **r != self.broker_id) {
                     st.followers.insert(*r, FollowerProgress::new(now));

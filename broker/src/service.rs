@@ -239,7 +239,9 @@ impl BrokerService {
         let from = req.fetch_offset;
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
         r.wait_until(wait, |r| {
-            r.log.lock().log_end_offset() > from || r.state.lock().role != (Role::Leader { epoch })
+            // One lock at a time: elsewhere `state` is taken before `log`.
+            let moved = r.log.lock().log_end_offset() > from;
+            moved || r.state.lock().role != (Role::Leader { epoch })
         })
         .await;
         let (batches, leo) = {

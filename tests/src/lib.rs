@@ -1,5 +1,7 @@
 //! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
+pub mod data;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -229,6 +231,32 @@ impl ProcNode {
         }
     }
 
+    /// Adds command-line arguments (for example `--roles broker`).
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Freezes the process (SIGSTOP): it holds its sockets but answers nothing.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a paused process (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(c) = &self.child {
+            let status = Command::new("kill")
+                .args([sig, &c.id().to_string()])
+                .status()
+                .expect("running kill");
+            assert!(status.success(), "kill {sig} failed");
+        }
+    }
+
     /// Starts the process.
     pub fn spawn(&mut self) {
         let child = Command::new(ferry_bin())
@@ -247,6 +275,8 @@ impl ProcNode {
     /// SIGKILLs the process and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // A paused process dies on SIGKILL too; resume anyway so nothing lingers stopped.
+            let _ = Command::new("kill").args(["-CONT", &c.id().to_string()]).status();
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -272,4 +302,20 @@ pub fn loopback_peers(n: u64) -> BTreeMap<u64, String> {
 /// Parses HOST:PORT.
 pub fn sock(addr: &str) -> SocketAddr {
     addr.parse().expect("HOST:PORT")
+}
+
+/// Polls `cond` every 100 ms until it holds; panics with `what` after `timeout`.
+pub async fn wait_until<F, Fut>(timeout: std::time::Duration, what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

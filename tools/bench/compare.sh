@@ -34,11 +34,7 @@ cargo build --release -q -p tools --features etcd --bin ferry --bin ferry-bench
 bin=$PWD/target/release
 work=$(mktemp -d)
 pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
+. tools/bench/ferry-cluster.sh
 trap 'stop_all; rm -rf "$work"' EXIT
 
 wait_ready() { # command...
@@ -46,7 +42,6 @@ wait_ready() { # command...
   echo "cluster did not become ready: $*" >&2; return 1
 }
 
-. tools/bench/ferry-cluster.sh
 start_ferry() { start_ferry_cluster 27701; }
 
 start_etcd() {

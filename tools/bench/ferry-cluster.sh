@@ -1,6 +1,12 @@
 # Sourced by the bench scripts: starts a 3-node Ferry metastore as separate `ferry node`
 # processes on loopback. Needs $bin (the ferry binaries), $work (a scratch dir) and a `pids`
-# array; sets $endpoints and $server_pids.
+# array; sets $endpoints and $server_pids. `stop_all` stops every process in `pids`.
+stop_all() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+
 start_ferry_cluster() { # base port
   local base=$1
   local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"

@@ -1,10 +1,12 @@
 //! `ferry-bench`: a load generator for the metastore, with one backend trait so that other
-//! stores (etcd, ZooKeeper) can be driven by the same workloads.
+//! stores (etcd, ZooKeeper) can be driven by the same workloads, and for the brokers' produce
+//! path (`--workload produce`).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use broker::ClusterClient;
 use bytes::Bytes;
 use clap::{Parser, ValueEnum};
 use hdrhistogram::Histogram;
@@ -52,6 +54,38 @@ struct Args {
     /// Server process ids; their CPU time over each run is reported per operation.
     #[arg(long, value_delimiter = ',')]
     server_pids: Vec<u32>,
+    /// produce: the topic, which must exist (`ferry topics --create`).
+    #[arg(long, default_value = "ferry-bench")]
+    topic: String,
+    /// produce: spread the requests over partitions 0..N (default: all of the topic's).
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// produce: acks, comma-separated list of all, 1, 0; the workload runs once per value.
+    #[arg(long, value_delimiter = ',', default_value = "all", value_parser = parse_acks)]
+    acks: Vec<i32>,
+    /// produce: bytes per record.
+    #[arg(long, default_value_t = 1024)]
+    record_bytes: usize,
+    /// produce: records per produce request (an operation is one request).
+    #[arg(long, default_value_t = 100)]
+    batch_records: usize,
+}
+
+fn parse_acks(s: &str) -> Result<i32, String> {
+    match s.trim() {
+        "all" | "-1" => Ok(-1),
+        "1" => Ok(1),
+        "0" => Ok(0),
+        other => Err(format!("{other:?} is not one of all, 1, 0")),
+    }
+}
+
+fn acks_name(acks: i32) -> String {
+    if acks == -1 {
+        "all".to_string()
+    } else {
+        acks.to_string()
+    }
 }
 
 /// CPU seconds (user + system) that the given processes have used, from /proc.
@@ -98,6 +132,15 @@ enum Workload {
     Get,
     /// The largest Kafka-style reassignment one atomic request can write.
     Bigvalue,
+    /// Batches of records to the brokers' partition leaders (Ferry only).
+    Produce,
+}
+
+impl Workload {
+    /// Whether the workload reads or writes the preloaded keys.
+    fn uses_keys(self) -> bool {
+        matches!(self, Workload::Put | Workload::Txn10 | Workload::Get)
+    }
 }
 
 /// What every store offers the workloads. One value per client connection.
@@ -316,14 +359,97 @@ fn key(i: usize) -> String {
     format!("/bench/k{i:07}")
 }
 
+/// The measured part of a run: requests that start in it are counted.
+#[derive(Clone, Copy)]
+struct Window {
+    warm_until: Instant,
+    end: Instant,
+}
+
+impl Window {
+    /// From now: the warm-up, then the measured seconds.
+    fn starting_now(args: &Args) -> Self {
+        let warm_until = Instant::now() + Duration::from_secs_f64(args.warmup);
+        Self {
+            warm_until,
+            end: warm_until + Duration::from_secs_f64(args.duration),
+        }
+    }
+}
+
+/// Counts and latencies of one client, or of a whole run once merged.
+struct Meter {
+    window: Window,
+    ops: u64,
+    errors: u64,
+    first_error: Option<String>,
+    hist: Histogram<u64>,
+}
+
+impl Meter {
+    fn new(window: Window) -> Self {
+        Self {
+            window,
+            ops: 0,
+            errors: 0,
+            first_error: None,
+            hist: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"),
+        }
+    }
+
+    /// The start of the next request, or None once the run is over.
+    fn next(&self) -> Option<Instant> {
+        let now = Instant::now();
+        (now < self.window.end).then_some(now)
+    }
+
+    /// Counts a request that started at `started`, unless it started in the warm-up.
+    fn record<E: std::fmt::Display>(&mut self, started: Instant, res: Result<(), E>) {
+        if started < self.window.warm_until {
+            return;
+        }
+        match res {
+            Ok(()) => {
+                self.ops += 1;
+                let _ = self.hist.record(started.elapsed().as_micros().max(1) as u64);
+            }
+            Err(e) => {
+                self.errors += 1;
+                self.first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    /// Waits for the clients and merges what they measured.
+    async fn join(window: Window, tasks: Vec<tokio::task::JoinHandle<Meter>>) -> anyhow::Result<Meter> {
+        let mut all = Meter::new(window);
+        for t in tasks {
+            let m = t.await?;
+            all.ops += m.ops;
+            all.errors += m.errors;
+            all.first_error = all.first_error.or(m.first_error);
+            all.hist.add(m.hist)?;
+        }
+        Ok(all)
+    }
+}
+
+/// What a produce run sends.
+#[derive(Clone, Copy)]
+struct ProduceShape {
+    acks: i32,
+    batch_records: usize,
+    record_bytes: usize,
+}
+
 /// One measured run.
 struct Report {
     workload: Workload,
     clients: usize,
-    ops: u64,
-    errors: u64,
+    /// Set for produce runs.
+    produce: Option<ProduceShape>,
+    meter: Meter,
     secs: f64,
-    hist: Histogram<u64>,
 }
 
 async fn run_load<B: Backend>(
@@ -333,9 +459,7 @@ async fn run_load<B: Backend>(
     clients: usize,
 ) -> anyhow::Result<Report> {
     let value = Bytes::from(vec![b'v'; args.value_size]);
-    let start = Instant::now();
-    let warm_until = start + Duration::from_secs_f64(args.warmup);
-    let end = warm_until + Duration::from_secs_f64(args.duration);
+    let window = Window::starting_now(args);
     let mut tasks = Vec::new();
     for c in 0..clients {
         let backend = B::connect(endpoints, c).await?;
@@ -344,13 +468,8 @@ async fn run_load<B: Backend>(
         let seed = args.seed.wrapping_add(c as u64);
         tasks.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds");
-            let (mut ops, mut errors) = (0u64, 0u64);
-            loop {
-                let now = Instant::now();
-                if now >= end {
-                    break;
-                }
+            let mut m = Meter::new(window);
+            while let Some(started) = m.next() {
                 let res = match w {
                     Workload::Put => backend.put(&key(rng.random_range(0..keys)), value.clone()).await,
                     Workload::Txn10 => {
@@ -360,36 +479,105 @@ async fn run_load<B: Backend>(
                         backend.put_all(kvs).await
                     }
                     Workload::Get => backend.get(&key(rng.random_range(0..keys))).await,
-                    Workload::Bigvalue => unreachable!("bigvalue is a search, not a timed load"),
+                    Workload::Bigvalue | Workload::Produce => unreachable!("{w:?} is not a key workload"),
                 };
-                if now >= warm_until {
-                    match res {
-                        Ok(()) => {
-                            ops += 1;
-                            let _ = hist.record(now.elapsed().as_micros().max(1) as u64);
-                        }
-                        Err(_) => errors += 1,
-                    }
-                }
+                m.record(started, res);
             }
-            (ops, errors, hist)
+            m
         }));
-    }
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
-    let (mut ops, mut errors) = (0, 0);
-    for t in tasks {
-        let (o, e, h) = t.await?;
-        ops += o;
-        errors += e;
-        hist.add(h)?;
     }
     Ok(Report {
         workload: w,
         clients,
-        ops,
-        errors,
+        produce: None,
+        meter: Meter::join(window, tasks).await?,
         secs: args.duration,
-        hist,
+    })
+}
+
+async fn describe_topic(client: &ClusterClient, topic: &str) -> anyhow::Result<proto::ferry::TopicDescription> {
+    client
+        .refresh(topic)
+        .await
+        .with_context(|| format!("describing topic {topic:?} (create it with `ferry topics --create`)"))
+}
+
+/// Partitions 0..`partitions` of the topic that lack a leader or have replicas outside the ISR.
+fn unsynced(t: &proto::ferry::TopicDescription, partitions: u32) -> Vec<String> {
+    t.partitions
+        .iter()
+        .filter(|p| p.partition < partitions)
+        .filter_map(|p| {
+            let s = p.state.clone().unwrap_or_default();
+            (s.leader < 0 || s.isr.len() < s.replicas.len()).then(|| {
+                format!(
+                    "{}-{} (leader {}, isr {:?} of {:?})",
+                    t.topic, p.partition, s.leader, s.isr, s.replicas
+                )
+            })
+        })
+        .collect()
+}
+
+/// The number of partitions to produce to, once they all have a leader and a full ISR (or after
+/// 30 s, with a warning).
+async fn prepare_topic(args: &Args, endpoints: &[String]) -> anyhow::Result<u32> {
+    let client = ClusterClient::new(endpoints)?;
+    let count = describe_topic(&client, &args.topic).await?.partitions.len() as u32;
+    let n = args.partitions.unwrap_or(count);
+    if n == 0 || n > count {
+        bail!("--partitions {n}: topic {:?} has {count} partitions", args.topic);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let lagging = unsynced(&describe_topic(&client, &args.topic).await?, n);
+        if lagging.is_empty() {
+            return Ok(n);
+        }
+        if Instant::now() >= deadline {
+            eprintln!("ferry-bench: producing although not in sync: {}", lagging.join(", "));
+            return Ok(n);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `clients` producers, each with its own connections, sending batches round-robin over
+/// partitions 0..`partitions`.
+async fn run_produce(
+    args: &Args,
+    endpoints: &[String],
+    clients: usize,
+    acks: i32,
+    partitions: u32,
+) -> anyhow::Result<Report> {
+    let batch = vec![Bytes::from(vec![b'r'; args.record_bytes]); args.batch_records];
+    let window = Window::starting_now(args);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let client = ClusterClient::new(endpoints)?;
+        let (topic, batch) = (args.topic.clone(), batch.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut m = Meter::new(window);
+            let mut partition = c as u32 % partitions;
+            while let Some(started) = m.next() {
+                let res = client.produce_once(&topic, partition, batch.clone(), acks).await;
+                m.record(started, res.map(drop));
+                partition = (partition + 1) % partitions;
+            }
+            m
+        }));
+    }
+    Ok(Report {
+        workload: Workload::Produce,
+        clients,
+        produce: Some(ProduceShape {
+            acks,
+            batch_records: args.batch_records,
+            record_bytes: args.record_bytes,
+        }),
+        meter: Meter::join(window, tasks).await?,
+        secs: args.duration,
     })
 }
 
@@ -457,6 +645,9 @@ async fn main() -> anyhow::Result<()> {
     if endpoints.is_empty() {
         bail!("--endpoints is empty");
     }
+    if args.workload.contains(&Workload::Produce) && args.backend != BackendKind::Ferry {
+        bail!("the produce workload needs --backend ferry");
+    }
     match args.backend {
         BackendKind::Ferry => run_all::<FerryBackend>(&args, &endpoints).await,
         BackendKind::Zookeeper => run_all::<ZkBackend>(&args, &endpoints).await,
@@ -467,15 +658,103 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// A produce run's records, records/s and payload MB/s (10^6 bytes to the MB).
+struct Produced {
+    shape: ProduceShape,
+    records: u64,
+    per_sec: f64,
+    mb_per_sec: f64,
+}
+
+/// Prints one run as a table row (unless `--json`) and a JSON line.
+fn print_report(args: &Args, r: &Report, cpu_us_per_op: Option<f64>) {
+    let backend = format!("{:?}", args.backend).to_lowercase();
+    let workload = format!("{:?}", r.workload).to_lowercase();
+    let m = &r.meter;
+    let rate = m.ops as f64 / r.secs;
+    let (p50, p99, max) = (
+        m.hist.value_at_quantile(0.5),
+        m.hist.value_at_quantile(0.99),
+        m.hist.max(),
+    );
+    let produced = r.produce.map(|shape| {
+        let records = m.ops * shape.batch_records as u64;
+        Produced {
+            shape,
+            records,
+            per_sec: records as f64 / r.secs,
+            mb_per_sec: (records * shape.record_bytes as u64) as f64 / r.secs / 1e6,
+        }
+    });
+    if !args.json {
+        let cpu = cpu_us_per_op.map_or("-".to_string(), |c| format!("{c:.0}"));
+        let (label, rec_s, mb_s) = match &produced {
+            Some(p) => (
+                format!("{workload}/{}", acks_name(p.shape.acks)),
+                format!("{:.0}", p.per_sec),
+                format!("{:.1}", p.mb_per_sec),
+            ),
+            None => (workload.clone(), "-".to_string(), "-".to_string()),
+        };
+        println!(
+            "{backend:<8} {label:<11} {:>7} {rate:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {cpu:>13} {rec_s:>11} {mb_s:>8}",
+            r.clients,
+            ms(p50),
+            ms(p99),
+            ms(max),
+            m.errors,
+        );
+    }
+    let cpu_json = cpu_us_per_op.map_or("null".to_string(), |c| format!("{c:.1}"));
+    let produce_json = produced.map_or(String::new(), |p| {
+        format!(
+            ",\"acks\":\"{}\",\"batch_records\":{},\"record_bytes\":{},\"records\":{},\"records_per_sec\":{:.1},\"mb_per_sec\":{:.2}",
+            acks_name(p.shape.acks),
+            p.shape.batch_records,
+            p.shape.record_bytes,
+            p.records,
+            p.per_sec,
+            p.mb_per_sec
+        )
+    });
+    println!(
+        "{{\"backend\":\"{backend}\",\"workload\":\"{workload}\",\"clients\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{rate:.1},\"p50_us\":{p50},\"p99_us\":{p99},\"max_us\":{max},\"server_cpu_us_per_op\":{cpu_json}{produce_json}}}",
+        r.clients,
+        m.ops,
+        m.errors,
+    );
+    if let Some(e) = &m.first_error {
+        eprintln!(
+            "ferry-bench: {workload} at {} clients: {} errors, the first: {e}",
+            r.clients, m.errors
+        );
+    }
+}
+
 async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let backend = format!("{:?}", args.backend).to_lowercase();
-    if args.workload.iter().any(|w| *w != Workload::Bigvalue) {
+    if args.workload.iter().any(|w| w.uses_keys()) {
         preload::<B>(args, endpoints).await.context("preloading keys")?;
     }
+    let partitions = if args.workload.contains(&Workload::Produce) {
+        prepare_topic(args, endpoints).await?
+    } else {
+        0
+    };
     if !args.json {
         println!(
-            "{:<8} {:<9} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7} {:>12}",
-            "backend", "workload", "clients", "ops/s", "p50 ms", "p99 ms", "max ms", "errors", "srv cpu µs/op"
+            "{:<8} {:<11} {:>7} {:>11} {:>9} {:>9} {:>9} {:>7} {:>13} {:>11} {:>8}",
+            "backend",
+            "workload",
+            "clients",
+            "ops/s",
+            "p50 ms",
+            "p99 ms",
+            "max ms",
+            "errors",
+            "srv cpu µs/op",
+            "records/s",
+            "MB/s"
         );
     }
     for &w in &args.workload {
@@ -483,7 +762,7 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
             let (n, took) = bigvalue::<B>(args, endpoints).await?;
             if !args.json {
                 println!(
-                    "{backend:<8} bigvalue  largest atomic reassignment: {n} partitions ({:.2} s to commit)",
+                    "{backend:<8} bigvalue    largest atomic reassignment: {n} partitions ({:.2} s to commit)",
                     took.as_secs_f64()
                 );
             }
@@ -493,43 +772,33 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
             );
             continue;
         }
-        for &c in &args.clients {
-            let cpu_before = cpu_seconds(&args.server_pids);
-            let r = run_load::<B>(args, endpoints, w, c).await?;
-            // Includes the warm-up, so divide by the operations done in it too (estimated).
-            let cpu_us_per_op = cpu_before.zip(cpu_seconds(&args.server_pids)).map(|(b, a)| {
-                let ops_in_run = r.ops as f64 * (args.duration + args.warmup) / args.duration;
-                (a - b) * 1e6 / ops_in_run.max(1.0)
-            });
-            let rate = r.ops as f64 / r.secs;
-            let (p50, p99, max) = (
-                r.hist.value_at_quantile(0.5),
-                r.hist.value_at_quantile(0.99),
-                r.hist.max(),
-            );
-            let cpu = cpu_us_per_op.map_or("-".to_string(), |c| format!("{c:.0}"));
-            if !args.json {
-                println!(
-                    "{backend:<8} {:<9} {:>7} {:>11.0} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>12}",
-                    format!("{:?}", r.workload).to_lowercase(),
-                    r.clients,
-                    rate,
-                    ms(p50),
-                    ms(p99),
-                    ms(max),
-                    r.errors,
-                    cpu
-                );
+        // Key workloads run once per client count; produce once per acks and client count.
+        let acks: Vec<Option<i32>> = if w == Workload::Produce {
+            args.acks.iter().copied().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for &a in &acks {
+            for &c in &args.clients {
+                let cpu_before = cpu_seconds(&args.server_pids);
+                let r = match a {
+                    Some(a) => run_produce(args, endpoints, c, a, partitions).await?,
+                    None => run_load::<B>(args, endpoints, w, c).await?,
+                };
+                // Includes the warm-up, so divide by the operations done in it too (estimated).
+                let cpu_us_per_op = cpu_before.zip(cpu_seconds(&args.server_pids)).map(|(b, a)| {
+                    let ops_in_run = r.meter.ops as f64 * (args.duration + args.warmup) / args.duration;
+                    (a - b) * 1e6 / ops_in_run.max(1.0)
+                });
+                print_report(args, &r, cpu_us_per_op);
+                if r.produce.is_some() {
+                    let t = describe_topic(&ClusterClient::new(endpoints)?, &args.topic).await?;
+                    let lagging = unsynced(&t, partitions);
+                    if !lagging.is_empty() {
+                        eprintln!("ferry-bench: after the run, not in sync: {}", lagging.join(", "));
+                    }
+                }
             }
-            let cpu_json = cpu_us_per_op.map_or("null".to_string(), |c| format!("{c:.1}"));
-            println!(
-                "{{\"backend\":\"{backend}\",\"workload\":\"{}\",\"clients\":{},\"ops\":{},\"errors\":{},\"ops_per_sec\":{:.1},\"p50_us\":{p50},\"p99_us\":{p99},\"max_us\":{max},\"server_cpu_us_per_op\":{cpu_json}}}",
-                format!("{:?}", r.workload).to_lowercase(),
-                r.clients,
-                r.ops,
-                r.errors,
-                rate
-            );
         }
     }
     Ok(())
