@@ -131,3 +131,132 @@ fn dev_cluster_stops_on_sigterm_and_reuses_its_data() {
     assert_eq!((code, out.as_str()), (0, "kept\n"), "{err}");
     assert_eq!(sigterm_and_wait(&mut dev), 0);
 }
+
+fn ferry_stdin(args: &[&str], input: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(tests::ferry_bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running ferry");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn replica_folders(dir: &std::path::Path, topic: &str) -> usize {
+    let mut n = 0;
+    for node in std::fs::read_dir(dir).unwrap().flatten() {
+        for logs in std::fs::read_dir(node.path()).into_iter().flatten().flatten() {
+            for e in std::fs::read_dir(logs.path()).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.rsplit_once('-').is_some_and(|(t, _)| t == topic) {
+                    n += 1;
+                }
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn dev_cluster_serves_topics_produce_and_consume_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut dev, bs) = start_dev(dir.path());
+    let create = [
+        "topics",
+        "--create",
+        "--topic",
+        "demo",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--bootstrap-server",
+        &bs,
+    ];
+    // The brokers register a moment after the quorum answers.
+    let mut out = ferry(&create);
+    for _ in 0..100 {
+        if out.0 == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        out = ferry(&create);
+    }
+    assert_eq!(out.1, "Created topic demo.\n", "{}", out.2);
+    let (code, _, err) = ferry(&create);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "Error while executing topic command : Topic 'demo' already exists.\n"
+    );
+
+    let input: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+    let (code, _, err) = ferry_stdin(&["produce", "--topic", "demo", "--bootstrap-server", &bs], &input);
+    assert_eq!(code, 0, "{err}");
+    let consume = [
+        "consume",
+        "--topic",
+        "demo",
+        "--from-beginning",
+        "--max-records",
+        "100",
+        "--bootstrap-server",
+        &bs,
+    ];
+    let sorted = |out: &str| {
+        let mut v: Vec<String> = out.lines().map(String::from).collect();
+        v.sort();
+        v
+    };
+    let mut want: Vec<String> = (1..=100).map(|i| format!("line {i}")).collect();
+    want.sort();
+    let (code, out, err) = ferry(&consume);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(sorted(&out), want);
+
+    let (code, out, _) = ferry(&["topics", "--describe", "--topic", "demo", "--bootstrap-server", &bs]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("Topic: demo\tTopicId: "), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("\tLeader: ")).count(), 3, "{out}");
+    assert_eq!(replica_folders(dir.path(), "demo"), 9);
+
+    // The records are still there after a restart.
+    assert_eq!(sigterm_and_wait(&mut dev), 0);
+    let (mut dev, bs) = start_dev(dir.path());
+    let consume: Vec<&str> = consume
+        .iter()
+        .map(|a| if a.contains(':') { bs.as_str() } else { a })
+        .collect();
+    let mut got = (1, String::new(), String::new());
+    for _ in 0..100 {
+        got = ferry(&consume);
+        if got.0 == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(got.0, 0, "{}", got.2);
+    assert_eq!(sorted(&got.1), want);
+
+    // Deleting the topic removes every replica from disk.
+    let (code, out, err) = ferry(&["topics", "--delete", "--topic", "demo", "--bootstrap-server", &bs]);
+    assert_eq!((code, out.as_str()), (0, "Deleted topic demo.\n"), "{err}");
+    for _ in 0..100 {
+        if replica_folders(dir.path(), "demo") == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(replica_folders(dir.path(), "demo"), 0);
+    let (_, out, _) = ferry(&["topics", "--list", "--bootstrap-server", &bs]);
+    assert!(!out.lines().any(|l| l == "demo"), "{out}");
+    assert_eq!(sigterm_and_wait(&mut dev), 0);
+}
