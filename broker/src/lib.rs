@@ -12,6 +12,7 @@ pub mod record_batch;
 pub mod replica;
 pub mod replica_manager;
 pub mod service;
+pub mod throttle;
 
 pub use client::{ClusterClient, DataError};
 pub use node::{Broker, BrokerConfig, BrokerHandle};

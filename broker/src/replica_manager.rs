@@ -54,6 +54,8 @@ pub struct BrokerCore {
     pub replicas: RwLock<HashMap<TopicPartition, Arc<Replica>>>,
     /// The metadata as last seen.
     pub view: RwLock<ClusterView>,
+    /// Holds back replication traffic to throttled followers.
+    pub throttle: crate::throttle::Throttle,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -96,6 +98,7 @@ impl BrokerCore {
             config,
             replicas: RwLock::new(replicas),
             view: RwLock::new(ClusterView::default()),
+            throttle: Default::default(),
             fetchers: Mutex::new(HashMap::new()),
         })
     }

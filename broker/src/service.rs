@@ -244,16 +244,29 @@ impl BrokerService {
             moved || r.state.lock().role != (Role::Leader { epoch })
         })
         .await;
+        let mut max = if req.max_bytes == 0 {
+            DEFAULT_FETCH_BYTES
+        } else {
+            req.max_bytes
+        } as usize;
+        let throttle = {
+            let st = r.state.lock();
+            let m = &st.meta;
+            (m.throttle_rate > 0 && m.adding.contains(&req.replica_id) && !m.isr.contains(&req.replica_id))
+                .then_some(m.throttle_rate)
+        };
+        if let Some(rate) = throttle {
+            self.core.throttle.acquire(rate).await;
+            max = max.min(rate as usize);
+        }
         let (batches, leo) = {
             let log = r.log.lock();
             let leo = log.log_end_offset();
-            let max = if req.max_bytes == 0 {
-                DEFAULT_FETCH_BYTES
-            } else {
-                req.max_bytes
-            } as usize;
             (log.read(from, max, leo).map_err(|e| storage_error(&r, e))?, leo)
         };
+        if throttle.is_some() {
+            self.core.throttle.charge(batches.len());
+        }
         let hw = r.state.lock().high_watermark;
         Ok(ReplicaFetchResponse {
             high_watermark: hw,

@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::admin::{at_revision, put_op, write};
 use crate::partition_change::{self, Election};
+use crate::{reassign_admin, reassignment};
 
 /// How the active controller behaves.
 #[derive(Debug, Clone)]
@@ -44,8 +45,23 @@ fn term_guard(term: u64) -> pb::Guard {
     }
 }
 
-/// The partition changes a pass makes: (topic, partition, revision read, new state).
-pub fn plan_pass(view: &ClusterView, rebalance: bool) -> Vec<(String, u32, u64, PartitionState)> {
+/// One partition change the controller writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionWrite {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: u32,
+    /// The partition key's revision the change was decided on.
+    pub revision: u64,
+    /// The next state.
+    pub state: PartitionState,
+    /// It completes a reassignment (its record goes in the same transaction).
+    pub completes: bool,
+}
+
+/// The partition changes a pass makes.
+pub fn plan_pass(view: &ClusterView, rebalance: bool) -> Vec<PartitionWrite> {
     let live: BTreeSet<i32> = view.live_brokers();
     let mut out = Vec::new();
     for (topic, t) in &view.topics {
@@ -61,8 +77,25 @@ pub fn plan_pass(view: &ClusterView, rebalance: bool) -> Vec<(String, u32, u64, 
                     next = Some(n);
                 }
             }
-            if let Some(n) = next {
-                out.push((topic.clone(), *p, e.mod_revision, n));
+            // A move whose targets are all in sync completes here too (for example after a
+            // controller failover between the ISR change and its completion).
+            let base = next.as_ref().unwrap_or(&e.state);
+            if let Some(done) = reassignment::complete(base, &live) {
+                out.push(PartitionWrite {
+                    topic: topic.clone(),
+                    partition: *p,
+                    revision: e.mod_revision,
+                    state: done,
+                    completes: true,
+                });
+            } else if let Some(n) = next {
+                out.push(PartitionWrite {
+                    topic: topic.clone(),
+                    partition: *p,
+                    revision: e.mod_revision,
+                    state: n,
+                    completes: false,
+                });
             }
         }
     }
@@ -156,12 +189,19 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
             continue;
         }
         let results: Vec<_> = futures::stream::iter(plan)
-            .map(|(topic, p, rev, state)| async move {
-                let key = keys::partition(&topic, p);
-                let guards = vec![term_guard(term), at_revision(key.clone(), rev)];
-                let r = write(client, guards, vec![put_op(key, &state)]).await;
+            .map(|w| async move {
+                let key = keys::partition(&w.topic, w.partition);
+                let (mut guards, ops) = if w.completes {
+                    let rkey = keys::reassignment(&w.topic, w.partition);
+                    let rrev = client.get(&rkey).await?.map_or(0, |kv| kv.mod_revision);
+                    reassign_admin::completion_ops(&w.topic, w.partition, (w.revision, rrev), &w.state)
+                } else {
+                    (vec![at_revision(key.clone(), w.revision)], vec![put_op(key, &w.state)])
+                };
+                guards.push(term_guard(term));
+                let r = write(client, guards, ops).await;
                 if let Ok(true) = r {
-                    tracing::info!(topic, partition = p, leader = state.leader, isr = ?state.isr, "partition changed");
+                    tracing::info!(topic = w.topic, partition = w.partition, leader = w.state.leader, isr = ?w.state.isr, completes = w.completes, "partition changed");
                 }
                 r
             })

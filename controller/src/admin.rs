@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 use crate::partition_change::{self, Election, IsrChange, NO_LEADER};
 use crate::placement::{self, BrokerSlot};
 use crate::topic_name::validate_topic_name;
+use crate::{reassign_admin, reassignment};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -565,11 +566,28 @@ impl Admin for AdminService {
                 }))
             }
         };
-        let guards = vec![at_revision(key.clone(), entry.mod_revision)];
-        if write(&self.client, guards, vec![put_op(key, &new)])
-            .await
-            .map_err(status)?
-        {
+        // Completion is decided in the same transaction as the ISR change that allows it.
+        let (new, guards, ops) = match reassignment::complete(&new, &view.live_brokers()) {
+            Some(done) => {
+                let rkey = keys::reassignment(&req.topic, req.partition);
+                let rrev = self
+                    .client
+                    .get(&rkey)
+                    .await
+                    .map_err(status)?
+                    .map_or(0, |kv| kv.mod_revision);
+                let (guards, ops) =
+                    reassign_admin::completion_ops(&req.topic, req.partition, (entry.mod_revision, rrev), &done);
+                tracing::info!(topic = req.topic, partition = req.partition, replicas = ?done.replicas, "reassignment completed");
+                (done, guards, ops)
+            }
+            None => (
+                new.clone(),
+                vec![at_revision(key.clone(), entry.mod_revision)],
+                vec![put_op(key, &new)],
+            ),
+        };
+        if write(&self.client, guards, ops).await.map_err(status)? {
             Ok(Response::new(AlterPartitionResponse {
                 error_code: 0,
                 error_message: String::new(),
@@ -582,5 +600,41 @@ impl Admin for AdminService {
                 state: None,
             }))
         }
+    }
+
+    async fn alter_partition_reassignments(
+        &self,
+        req: Request<AlterPartitionReassignmentsRequest>,
+    ) -> Result<Response<AlterPartitionReassignmentsResponse>, Status> {
+        let r = reassign_admin::alter(&self.client, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
+    }
+
+    async fn list_partition_reassignments(
+        &self,
+        req: Request<ListPartitionReassignmentsRequest>,
+    ) -> Result<Response<ListPartitionReassignmentsResponse>, Status> {
+        let r = reassign_admin::list(&self.client, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
+    }
+
+    async fn cancel_all_reassignments(
+        &self,
+        _req: Request<CancelAllReassignmentsRequest>,
+    ) -> Result<Response<CancelAllReassignmentsResponse>, Status> {
+        let r = reassign_admin::cancel_all(&self.client).await.map_err(status)?;
+        Ok(Response::new(r))
+    }
+
+    async fn remove_cancel(
+        &self,
+        _req: Request<RemoveCancelRequest>,
+    ) -> Result<Response<RemoveCancelResponse>, Status> {
+        let r = reassign_admin::remove_cancel(&self.client).await.map_err(status)?;
+        Ok(Response::new(r))
     }
 }

@@ -1,8 +1,10 @@
-//! The controller: topic administration, leader election and (later) reassignment. A pure core
+//! The controller: topic administration, leader election and reassignment. A pure core
 //! (placement, partition changes) and thin drivers (the `Admin` service, the active controller).
 
 pub mod active;
 pub mod admin;
 pub mod partition_change;
 pub mod placement;
+pub mod reassign_admin;
+pub mod reassignment;
 pub mod topic_name;

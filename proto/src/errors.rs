@@ -55,6 +55,9 @@ codes! {
     ELECTION_NOT_NEEDED = 84,
     NO_REASSIGNMENT_IN_PROGRESS = 85,
     INVALID_UPDATE_VERSION = 108,
+    // Ferry's own, outside Kafka's range.
+    INVALID_THROTTLE = 1000,
+    REASSIGNMENT_CANCEL_IN_PROGRESS = 1001,
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -6,6 +6,21 @@ pub const BROKER_IDS: &str = "/brokers/ids/";
 pub const TOPICS: &str = "/brokers/topics/";
 /// The active controller.
 pub const CONTROLLER: &str = "/controller";
+/// Prefix of in-flight reassignments.
+pub const REASSIGNMENTS: &str = "/admin/reassignments/";
+/// Present while a cancel-all is in force.
+pub const REASSIGN_CANCEL: &str = "/admin/reassign_cancel";
+
+/// `/admin/reassignments/<topic>/<p>`.
+pub fn reassignment(topic: &str, partition: u32) -> String {
+    format!("{REASSIGNMENTS}{topic}/{partition}")
+}
+
+/// Parses `/admin/reassignments/<topic>/<p>`.
+pub fn parse_reassignment_key(key: &str) -> Option<(&str, u32)> {
+    let (topic, p) = key.strip_prefix(REASSIGNMENTS)?.rsplit_once('/')?;
+    Some((topic, p.parse().ok()?))
+}
 
 /// `/brokers/ids/<id>`.
 pub fn broker(id: i32) -> String {

@@ -1,6 +1,7 @@
 //! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
 pub mod data;
+pub mod reassign;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,0 +1,357 @@
+//! The reassignment half of the `Admin` service: submit, supersede and cancel in one guarded
+//! transaction per request, list, and cancel-all with its marker. Every partition of a request is
+//! validated before anything is written; one bad partition refuses the whole request.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use metastore::Client;
+use prost::Message;
+use proto::cluster_view::ClusterView;
+use proto::errors::ErrorCode;
+use proto::ferry::*;
+use proto::metastore as pb;
+use proto::{keys, topic_config};
+
+use crate::admin::{at_revision, load_view, put_op, write};
+use crate::reassignment;
+
+/// In-flight reassignments by partition, with their key's revision.
+pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
+
+/// Reads every reassignment record and whether the cancel-all marker is present (with its
+/// revision, 0 when absent).
+pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64), metastore::ClientError> {
+    let resp = client
+        .range_req(pb::RangeRequest {
+            prefix: keys::REASSIGNMENTS.into(),
+            ..Default::default()
+        })
+        .await?;
+    let mut out = BTreeMap::new();
+    for kv in resp.kvs {
+        if let (Some((t, p)), Ok(r)) = (
+            keys::parse_reassignment_key(&kv.key),
+            ReassignmentRecord::decode(kv.value.as_ref()),
+        ) {
+            out.insert((t.to_string(), p), (r, kv.mod_revision));
+        }
+    }
+    let marker = client.get(keys::REASSIGN_CANCEL).await?.map_or(0, |kv| kv.mod_revision);
+    Ok((out, marker))
+}
+
+fn delete_op(key: String) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Delete(pb::DeleteOp { key })),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
+    view.topics
+        .get(topic)
+        .and_then(|t| t.record.as_ref())
+        .is_some_and(|r| topic_config::unclean_election_allowed(&r.config))
+}
+
+/// The writes of one partition's change: its guards and ops.
+struct Change {
+    guards: Vec<pb::Guard>,
+    ops: Vec<pb::Op>,
+}
+
+/// Writes a partition's next state and its reassignment record (or removes the record), guarded
+/// by the revisions they were read at.
+fn change(
+    topic: &str,
+    p: u32,
+    read: (u64, u64),
+    state: &PartitionState,
+    record: Option<&ReassignmentRecord>,
+) -> Change {
+    let pkey = keys::partition(topic, p);
+    let rkey = keys::reassignment(topic, p);
+    let mut ops = vec![put_op(pkey.clone(), state)];
+    match record {
+        Some(r) => ops.push(put_op(rkey.clone(), r)),
+        None if read.1 != 0 => ops.push(delete_op(rkey.clone())),
+        None => {}
+    }
+    Change {
+        guards: vec![at_revision(pkey, read.0), at_revision(rkey, read.1)],
+        ops,
+    }
+}
+
+fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionResult {
+    PartitionResult {
+        topic: topic.to_string(),
+        partition: p,
+        error_code: code.0,
+        error_message: message,
+    }
+}
+
+/// What a request decided, before writing.
+enum Plan {
+    Refused(AlterPartitionReassignmentsResponse),
+    Write(Vec<Change>, Vec<PartitionResult>),
+}
+
+fn plan_alter(
+    req: &AlterPartitionReassignmentsRequest,
+    view: &ClusterView,
+    moving: &Reassignments,
+    marker: u64,
+) -> Plan {
+    let live = view.live_brokers();
+    let throttle = match req.throttle_rate {
+        Some(t) if t <= 0 => {
+            return Plan::Refused(AlterPartitionReassignmentsResponse {
+                error_code: ErrorCode::INVALID_THROTTLE.0,
+                error_message: format!("throttle_rate: {t} bytes/s; a throttle must be greater than 0"),
+                results: vec![],
+            })
+        }
+        Some(t) => t as u64,
+        None => 0,
+    };
+    let now = now_ms();
+    let mut seen = BTreeSet::new();
+    let mut results = Vec::new();
+    let mut changes = Vec::new();
+    let mut failed = false;
+    for t in &req.partitions {
+        let (topic, p) = (t.topic.as_str(), t.partition);
+        let outcome: Result<Change, (ErrorCode, String)> = (|| {
+            if !seen.insert((topic, p)) {
+                return Err((
+                    ErrorCode::INVALID_REQUEST,
+                    format!("partition {topic}-{p} appears twice in the request"),
+                ));
+            }
+            let entry = view.partition(topic, p).ok_or_else(|| {
+                (
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("partition {topic}-{p} does not exist"),
+                )
+            })?;
+            let existing = moving.get(&(topic.to_string(), p));
+            let rrev = existing.map_or(0, |(_, rev)| *rev);
+            match &t.replicas {
+                Some(target) => {
+                    if marker != 0 {
+                        return Err((
+                            ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
+                            "a cancel-all is in force; remove it (RemoveCancel) before submitting".into(),
+                        ));
+                    }
+                    reassignment::validate_target(&target.brokers, &live)
+                        .map_err(|e| (ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("{topic}-{p}: {e}")))?;
+                    let sub = reassignment::submit(
+                        &entry.state,
+                        existing.map(|(r, _)| r),
+                        &target.brokers,
+                        throttle,
+                        now,
+                        &live,
+                    );
+                    Ok(change(
+                        topic,
+                        p,
+                        (entry.mod_revision, rrev),
+                        &sub.state,
+                        sub.record.as_ref(),
+                    ))
+                }
+                None => {
+                    let Some((record, _)) = existing else {
+                        return Err((
+                            ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
+                            format!("there is no reassignment of {topic}-{p} to cancel"),
+                        ));
+                    };
+                    let state = reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic))
+                        .map_err(|e| (e.code, format!("{topic}-{p}: {}", e.message)))?;
+                    Ok(change(topic, p, (entry.mod_revision, rrev), &state, None))
+                }
+            }
+        })();
+        match outcome {
+            Ok(c) => {
+                changes.push(c);
+                results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
+            }
+            Err((code, message)) => {
+                failed = true;
+                results.push(refusal(topic, p, code, message));
+            }
+        }
+    }
+    if failed {
+        let first = results
+            .iter()
+            .find(|r| r.error_code != 0)
+            .map(|r| r.error_message.clone());
+        return Plan::Refused(AlterPartitionReassignmentsResponse {
+            error_code: ErrorCode::INVALID_REQUEST.0,
+            error_message: format!(
+                "nothing was changed: {} partition(s) refused, the first: {}",
+                results.iter().filter(|r| r.error_code != 0).count(),
+                first.unwrap_or_default()
+            ),
+            results,
+        });
+    }
+    Plan::Write(changes, results)
+}
+
+/// Retries of a request whose guards failed because the metadata moved under it.
+const ATTEMPTS: usize = 5;
+
+fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+    let mut ops = Vec::new();
+    for c in changes {
+        guards.extend(c.guards);
+        ops.extend(c.ops);
+    }
+    (guards, ops)
+}
+
+/// AlterPartitionReassignments.
+pub async fn alter(
+    client: &Client,
+    req: AlterPartitionReassignmentsRequest,
+) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
+    for _ in 0..ATTEMPTS {
+        let view = load_view(client).await?;
+        let (moving, marker) = load_reassignments(client).await?;
+        let (changes, results) = match plan_alter(&req, &view, &moving, marker) {
+            Plan::Refused(r) => return Ok(r),
+            Plan::Write(c, r) => (c, r),
+        };
+        if req.validate_only || changes.is_empty() {
+            return Ok(AlterPartitionReassignmentsResponse {
+                results,
+                ..Default::default()
+            });
+        }
+        let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), marker);
+        let (guards, ops) = merge(changes, vec![marker_guard]);
+        if write(client, guards, ops).await? {
+            return Ok(AlterPartitionReassignmentsResponse {
+                results,
+                ..Default::default()
+            });
+        }
+    }
+    Ok(AlterPartitionReassignmentsResponse {
+        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
+        error_message: "the partitions kept changing while the request was applied; retry".into(),
+        results: vec![],
+    })
+}
+
+/// ListPartitionReassignments.
+pub async fn list(
+    client: &Client,
+    req: ListPartitionReassignmentsRequest,
+) -> Result<ListPartitionReassignmentsResponse, metastore::ClientError> {
+    let view = load_view(client).await?;
+    let (moving, marker) = load_reassignments(client).await?;
+    let wanted: BTreeSet<(String, u32)> = req
+        .partitions
+        .iter()
+        .map(|tp| (tp.topic.clone(), tp.partition))
+        .collect();
+    let reassignments = moving
+        .into_iter()
+        .filter(|(k, _)| wanted.is_empty() || wanted.contains(k))
+        .map(|((topic, p), (r, _))| {
+            let state = view.partition(&topic, p).map(|e| e.state.clone()).unwrap_or_default();
+            OngoingReassignment {
+                topic,
+                partition: p,
+                replicas: state.replicas,
+                adding: state.adding,
+                removing: state.removing,
+                original_replicas: r.original,
+                target: r.target,
+                throttle_rate: r.throttle_rate,
+            }
+        })
+        .collect();
+    Ok(ListPartitionReassignmentsResponse {
+        reassignments,
+        cancel_in_progress: marker != 0,
+    })
+}
+
+/// CancelAllReassignments: sets the marker and rolls every reassignment back, in one transaction.
+pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
+    for _ in 0..ATTEMPTS {
+        let view = load_view(client).await?;
+        let (moving, marker) = load_reassignments(client).await?;
+        let live = view.live_brokers();
+        let mut changes = Vec::new();
+        let mut cancelled = Vec::new();
+        let mut refused = Vec::new();
+        for ((topic, p), (record, rrev)) in &moving {
+            let Some(entry) = view.partition(topic, *p) else {
+                // The topic is gone; only the record is left.
+                changes.push(Change {
+                    guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
+                    ops: vec![delete_op(keys::reassignment(topic, *p))],
+                });
+                continue;
+            };
+            match reassignment::cancel(&entry.state, record, &live, unclean_allowed(&view, topic)) {
+                Ok(state) => {
+                    changes.push(change(topic, *p, (entry.mod_revision, *rrev), &state, None));
+                    cancelled.push(TopicPartition {
+                        topic: topic.clone(),
+                        partition: *p,
+                    });
+                }
+                Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
+            }
+        }
+        let marker_op = put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default());
+        let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
+        ops.push(marker_op);
+        if write(client, guards, ops).await? {
+            return Ok(CancelAllReassignmentsResponse {
+                error_code: if refused.is_empty() {
+                    0
+                } else {
+                    ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE.0
+                },
+                error_message: refused.join("; "),
+                cancelled,
+            });
+        }
+    }
+    Ok(CancelAllReassignmentsResponse {
+        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
+        error_message: "the partitions kept changing while cancelling; retry".into(),
+        cancelled: vec![],
+    })
+}
+
+/// RemoveCancel.
+pub async fn remove_cancel(client: &Client) -> Result<RemoveCancelResponse, metastore::ClientError> {
+    let deleted = client.delete(keys::REASSIGN_CANCEL).await?;
+    Ok(RemoveCancelResponse { removed: deleted > 0 })
+}
+
+/// Completion as the ISR-change path and the active controller apply it: the partition's
+/// completed state and the deletion of its reassignment key, guarded like every change.
+pub fn completion_ops(topic: &str, p: u32, read: (u64, u64), state: &PartitionState) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+    let c = change(topic, p, read, state, None);
+    (c.guards, c.ops)
+}

@@ -1,0 +1,345 @@
+//! The replica-set algebra of a reassignment, and its three transitions: submit (or supersede),
+//! complete and cancel. Pure functions over the stored partition state and reassignment record.
+//!
+//! ORS = original replicas, TRS = target; RS = TRS followed by (ORS − TRS); adding = TRS − ORS;
+//! removing = ORS − TRS. While a partition moves, TRS is RS without `removing`, so completion can
+//! be decided from the partition state alone.
+
+use std::collections::BTreeSet;
+
+use proto::errors::ErrorCode;
+use proto::ferry::{PartitionState, ReassignmentRecord};
+
+use crate::partition_change::{NotElected, NO_LEADER};
+
+/// RS, adding and removing for moving from `original` to `target`.
+pub fn replica_sets(original: &[i32], target: &[i32]) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+    let removing: Vec<i32> = original.iter().copied().filter(|r| !target.contains(r)).collect();
+    let adding: Vec<i32> = target.iter().copied().filter(|r| !original.contains(r)).collect();
+    let replicas: Vec<i32> = target.iter().chain(removing.iter()).copied().collect();
+    (replicas, adding, removing)
+}
+
+/// Whether a reassignment is under way.
+pub fn is_moving(state: &PartitionState) -> bool {
+    !state.adding.is_empty() || !state.removing.is_empty()
+}
+
+/// The target replicas of a moving partition (its replicas when it is not moving).
+pub fn target_of(state: &PartitionState) -> Vec<i32> {
+    state
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !state.removing.contains(r))
+        .collect()
+}
+
+/// Checks a target list: not empty, no broker twice, every broker registered.
+pub fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), String> {
+    if target.is_empty() {
+        return Err("the replica list is empty".into());
+    }
+    let mut seen = BTreeSet::new();
+    for b in target {
+        if !seen.insert(*b) {
+            return Err(format!("broker {b} appears twice in the replica list"));
+        }
+        if !registered.contains(b) {
+            return Err(format!("broker {b} is not registered"));
+        }
+    }
+    Ok(())
+}
+
+fn log_dirs_for(state: &PartitionState, replicas: &[i32]) -> Vec<String> {
+    replicas
+        .iter()
+        .map(|r| {
+            state
+                .replicas
+                .iter()
+                .position(|x| x == r)
+                .and_then(|i| state.log_dirs.get(i).cloned())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Bumps epochs against `old`: the leader epoch when the leader changed, the partition epoch always.
+fn bump(old: &PartitionState, mut new: PartitionState) -> PartitionState {
+    if new.leader != old.leader {
+        new.leader_epoch = old.leader_epoch + 1;
+    }
+    new.partition_epoch = old.partition_epoch + 1;
+    new
+}
+
+/// A leader for `replicas` from `isr`: the current one if it qualifies, else the first in
+/// replica order that is in sync and live.
+fn leader_within(current: i32, replicas: &[i32], isr: &[i32], live: &BTreeSet<i32>) -> i32 {
+    if replicas.contains(&current) && isr.contains(&current) && live.contains(&current) {
+        return current;
+    }
+    replicas
+        .iter()
+        .copied()
+        .find(|r| isr.contains(r) && live.contains(r))
+        .unwrap_or(NO_LEADER)
+}
+
+/// The outcome of a submit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The partition's next state.
+    pub state: PartitionState,
+    /// The reassignment record to store, or `None` when the partition is already where it
+    /// should be (the key, if any, is deleted).
+    pub record: Option<ReassignmentRecord>,
+}
+
+/// Starts a reassignment to `target`, or supersedes the running one. A superseding request keeps
+/// the first request's original replicas, so a later cancel restores them. Replicas added by the
+/// superseded request and not wanted any more leave the replica set and the ISR.
+pub fn submit(
+    state: &PartitionState,
+    existing: Option<&ReassignmentRecord>,
+    target: &[i32],
+    throttle_rate: u64,
+    now_ms: u64,
+    live: &BTreeSet<i32>,
+) -> Submitted {
+    let original: Vec<i32> = match existing {
+        Some(r) => r.original.clone(),
+        None => state
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !state.adding.contains(r))
+            .collect(),
+    };
+    let (replicas, adding, removing) = replica_sets(&original, target);
+    let isr: Vec<i32> = state.isr.iter().copied().filter(|r| replicas.contains(r)).collect();
+    let leader = leader_within(state.leader, &replicas, &isr, live);
+    let next = bump(
+        state,
+        PartitionState {
+            log_dirs: log_dirs_for(state, &replicas),
+            replicas,
+            adding,
+            removing,
+            leader,
+            isr,
+            throttle_rate,
+            ..state.clone()
+        },
+    );
+    let record = ReassignmentRecord {
+        original,
+        target: target.to_vec(),
+        throttle_rate,
+        submitted_ms: existing.map_or(now_ms, |r| r.submitted_ms),
+    };
+    match complete(&next, live) {
+        Some(done) => Submitted {
+            state: done,
+            record: None,
+        },
+        None if !is_moving(&next) => Submitted {
+            state: PartitionState {
+                throttle_rate: 0,
+                ..next
+            },
+            record: None,
+        },
+        None => Submitted {
+            state: next,
+            record: Some(record),
+        },
+    }
+}
+
+/// Completes a moving partition whose every target replica is in sync: RS := TRS, the removed
+/// replicas leave the ISR, and the leader moves into the target if it is outside. `None` when
+/// the partition is not moving or not ready.
+pub fn complete(state: &PartitionState, live: &BTreeSet<i32>) -> Option<PartitionState> {
+    if !is_moving(state) {
+        return None;
+    }
+    let target = target_of(state);
+    if !target.iter().all(|r| state.isr.contains(r)) {
+        return None;
+    }
+    let isr: Vec<i32> = state.isr.iter().copied().filter(|r| target.contains(r)).collect();
+    // NO_LEADER when no target replica is live: the controller elects one when it returns.
+    let leader = leader_within(state.leader, &target, &isr, live);
+    Some(bump(
+        state,
+        PartitionState {
+            log_dirs: log_dirs_for(state, &target),
+            replicas: target,
+            adding: vec![],
+            removing: vec![],
+            leader,
+            isr,
+            throttle_rate: 0,
+            ..state.clone()
+        },
+    ))
+}
+
+/// Rolls a reassignment back: RS := the original replicas in their original order, the adding
+/// replicas leave the ISR, and a leader is elected from the originals if needed. Refused when no
+/// original replica is in sync, unless unclean election is allowed.
+pub fn cancel(
+    state: &PartitionState,
+    record: &ReassignmentRecord,
+    live: &BTreeSet<i32>,
+    unclean_allowed: bool,
+) -> Result<PartitionState, NotElected> {
+    let original = record.original.clone();
+    let mut isr: Vec<i32> = state.isr.iter().copied().filter(|r| original.contains(r)).collect();
+    if isr.is_empty() {
+        match original.iter().copied().find(|r| live.contains(r)).filter(|_| unclean_allowed) {
+            Some(r) => isr = vec![r],
+            None => {
+                return Err(NotElected {
+                    code: ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    message: format!(
+                        "cancelling would leave no in-sync replica: none of the original replicas {original:?} is in the ISR {:?}",
+                        state.isr
+                    ),
+                })
+            }
+        }
+    }
+    let leader = leader_within(state.leader, &original, &isr, live);
+    Ok(bump(
+        state,
+        PartitionState {
+            log_dirs: log_dirs_for(state, &original),
+            replicas: original,
+            adding: vec![],
+            removing: vec![],
+            leader,
+            isr,
+            throttle_rate: 0,
+            ..state.clone()
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(replicas: &[i32], leader: i32, isr: &[i32]) -> PartitionState {
+        PartitionState {
+            replicas: replicas.to_vec(),
+            leader,
+            isr: isr.to_vec(),
+            log_dirs: vec![String::new(); replicas.len()],
+            ..Default::default()
+        }
+    }
+    fn live(ids: &[i32]) -> BTreeSet<i32> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn sets_follow_kafka() {
+        assert_eq!(
+            replica_sets(&[1, 2, 3], &[3, 4, 5]),
+            (vec![3, 4, 5, 1, 2], vec![4, 5], vec![1, 2])
+        );
+        assert_eq!(replica_sets(&[1, 2], &[1, 2, 3]), (vec![1, 2, 3], vec![3], vec![]));
+    }
+
+    #[test]
+    fn submit_then_complete_moves_leader_into_target() {
+        let all = live(&[1, 2, 3, 4, 5]);
+        let s = st(&[1, 2, 3], 1, &[1, 2, 3]);
+        let sub = submit(&s, None, &[3, 4, 5], 0, 7, &all);
+        let r = sub.record.clone().unwrap();
+        assert_eq!(r.original, vec![1, 2, 3]);
+        assert_eq!(sub.state.replicas, vec![3, 4, 5, 1, 2]);
+        assert_eq!(sub.state.leader, 1);
+        assert!(complete(&sub.state, &all).is_none());
+        let synced = PartitionState {
+            isr: vec![1, 2, 3, 4, 5],
+            ..sub.state.clone()
+        };
+        let done = complete(&synced, &all).unwrap();
+        assert_eq!(
+            (done.replicas.clone(), done.isr.clone(), done.leader),
+            (vec![3, 4, 5], vec![3, 4, 5], 3)
+        );
+        assert!(done.leader_epoch > synced.leader_epoch);
+    }
+
+    #[test]
+    fn supersede_keeps_first_original_and_cancel_restores_its_order() {
+        let all = live(&[1, 2, 3, 4, 5]);
+        let s = st(&[3, 1, 2], 3, &[3, 1, 2]);
+        let first = submit(&s, None, &[1, 2, 4], 0, 1, &all);
+        let rec = first.record.clone().unwrap();
+        let second = submit(&first.state, Some(&rec), &[1, 2, 5], 0, 2, &all);
+        let rec2 = second.record.clone().unwrap();
+        assert_eq!(rec2.original, vec![3, 1, 2]);
+        assert!(
+            !second.state.replicas.contains(&4),
+            "the superseded adding replica leaves"
+        );
+        let back = cancel(&second.state, &rec2, &all, false).unwrap();
+        assert_eq!(back.replicas, vec![3, 1, 2]);
+        assert!(back.adding.is_empty() && back.removing.is_empty());
+        assert!(back.isr.iter().all(|r| [3, 1, 2].contains(r)));
+    }
+
+    #[test]
+    fn cancel_refuses_to_leave_no_in_sync_replica() {
+        let all = live(&[1, 2]);
+        let rec = ReassignmentRecord {
+            original: vec![1],
+            target: vec![2],
+            ..Default::default()
+        };
+        let s = PartitionState {
+            adding: vec![2],
+            removing: vec![1],
+            ..st(&[2, 1], 2, &[2])
+        };
+        assert_eq!(
+            cancel(&s, &rec, &all, false).unwrap_err().code,
+            ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE
+        );
+        let forced = cancel(&s, &rec, &all, true).unwrap();
+        assert_eq!(
+            (forced.replicas.clone(), forced.isr.clone(), forced.leader),
+            (vec![1], vec![1], 1)
+        );
+    }
+
+    #[test]
+    fn shrinking_replication_factor_completes_at_once() {
+        let all = live(&[1, 2, 3]);
+        let s = st(&[1, 2, 3], 2, &[1, 2, 3]);
+        let sub = submit(&s, None, &[1, 2], 0, 0, &all);
+        assert!(sub.record.is_none());
+        assert_eq!(
+            (sub.state.replicas.clone(), sub.state.isr.clone()),
+            (vec![1, 2], vec![1, 2])
+        );
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let reg = live(&[1, 2]);
+        assert!(validate_target(&[], &reg).unwrap_err().contains("empty"));
+        assert!(validate_target(&[1, 1], &reg).unwrap_err().contains("twice"));
+        assert!(validate_target(&[1, 9], &reg)
+            .unwrap_err()
+            .contains("broker 9 is not registered"));
+        assert!(validate_target(&[2, 1], &reg).is_ok());
+    }
+}

@@ -1,0 +1,186 @@
+//! Property tests of the reassignment core over random histories of submit, supersede, cancel,
+//! cancel-all, ISR changes, broker deaths and controller restarts, on one partition.
+
+use std::collections::BTreeSet;
+
+use controller::partition_change::{self, Election, IsrChange, NO_LEADER};
+use controller::reassignment::{self, is_moving, target_of};
+use proptest::prelude::*;
+use proto::ferry::{PartitionState, ReassignmentRecord};
+
+const BROKERS: i32 = 6;
+
+#[derive(Debug, Clone)]
+enum Step {
+    Submit(Vec<i32>),
+    Cancel,
+    CancelAll,
+    /// A replica catches up and the leader adds it to the ISR.
+    Join(i32),
+    /// The leader drops a lagging follower.
+    Leave(i32),
+    Die(i32),
+    Return(i32),
+    /// A new controller looks at the stored state only.
+    ControllerRestart,
+}
+
+fn target() -> impl Strategy<Value = Vec<i32>> {
+    Just((1..=BROKERS).collect::<Vec<_>>())
+        .prop_shuffle()
+        .prop_flat_map(|v| (1usize..=4).prop_map(move |n| v[..n].to_vec()))
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => target().prop_map(Step::Submit),
+        1 => Just(Step::Cancel),
+        1 => Just(Step::CancelAll),
+        4 => (1..=BROKERS).prop_map(Step::Join),
+        1 => (1..=BROKERS).prop_map(Step::Leave),
+        1 => (1..=BROKERS).prop_map(Step::Die),
+        2 => (1..=BROKERS).prop_map(Step::Return),
+        1 => Just(Step::ControllerRestart),
+    ]
+}
+
+/// The stored metadata of the partition, as the controller would keep it.
+struct World {
+    state: PartitionState,
+    record: Option<ReassignmentRecord>,
+    live: BTreeSet<i32>,
+    /// A throttle someone set by hand; Ferry must never change it.
+    manual_throttle: u64,
+}
+
+fn check(w: &World, what: &str) {
+    let s = &w.state;
+    for r in &s.isr {
+        assert!(s.replicas.contains(r), "{what}: ISR member {r} is not a replica: {s:?}");
+    }
+    assert!(
+        s.leader == NO_LEADER || s.isr.contains(&s.leader),
+        "{what}: leader outside the ISR: {s:?}"
+    );
+    assert!(!s.isr.is_empty(), "{what}: empty ISR: {s:?}");
+    // The record exists exactly while the partition moves, so the throttle it owns goes with it.
+    assert_eq!(
+        w.record.is_some(),
+        is_moving(s),
+        "{what}: record and state disagree: {s:?} {:?}",
+        w.record
+    );
+    if let Some(r) = &w.record {
+        assert_eq!(target_of(s), r.target, "{what}: RS does not end in the target");
+        for o in &r.original {
+            assert!(s.replicas.contains(o), "{what}: original replica {o} left while moving");
+        }
+    }
+    assert_eq!(w.manual_throttle, 7_000_000, "{what}: manual throttle touched");
+    match &w.record {
+        None => assert_eq!(
+            s.throttle_rate, 0,
+            "{what}: an owned throttle outlived its reassignment"
+        ),
+        Some(r) => assert_eq!(
+            s.throttle_rate, r.throttle_rate,
+            "{what}: the throttle is not the owner's"
+        ),
+    }
+}
+
+fn settle(w: &mut World) {
+    if let Some(done) = reassignment::complete(&w.state, &w.live) {
+        w.state = done;
+        w.record = None;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    #[test]
+    fn histories_keep_the_invariants(steps in proptest::collection::vec(step(), 1..40)) {
+        let mut w = World {
+            state: PartitionState {
+                replicas: vec![1, 2, 3],
+                leader: 1,
+                isr: vec![1, 2, 3],
+                log_dirs: vec![String::new(); 3],
+                ..Default::default()
+            },
+            record: None,
+            live: (1..=BROKERS).collect(),
+            manual_throttle: 7_000_000,
+        };
+        for (i, s) in steps.iter().enumerate() {
+            let what = format!("step {i} {s:?}");
+            match s {
+                Step::Submit(t) => {
+                    let before_original = w.record.as_ref().map(|r| r.original.clone());
+                    let sub = reassignment::submit(&w.state, w.record.as_ref(), t, 5_000_000, 0, &w.live);
+                    if let (Some(o), Some(r)) = (&before_original, &sub.record) {
+                        prop_assert_eq!(o, &r.original, "a superseding request must keep the first original");
+                    }
+                    w.state = sub.state;
+                    w.record = sub.record;
+                    if w.record.is_none() {
+                        prop_assert_eq!(&w.state.replicas, t, "a quiet partition sits at its target");
+                    }
+                }
+                Step::Cancel | Step::CancelAll => {
+                    if let Some(r) = w.record.clone() {
+                        let unclean = false;
+                        match reassignment::cancel(&w.state, &r, &w.live, unclean) {
+                            Ok(s) => {
+                                prop_assert_eq!(&s.replicas, &r.original, "cancel restores the original order");
+                                prop_assert!(!s.isr.is_empty());
+                                w.state = s;
+                                w.record = None;
+                            }
+                            Err(_) => {
+                                // Refused: no original replica in sync; nothing changes.
+                                prop_assert!(w.state.isr.iter().all(|x| !r.original.contains(x)));
+                            }
+                        }
+                    }
+                }
+                Step::Join(b) => {
+                    let s = &w.state;
+                    if s.leader != NO_LEADER && s.replicas.contains(b) && !s.isr.contains(b) && w.live.contains(b) {
+                        let mut isr = s.isr.clone();
+                        isr.push(*b);
+                        let req = IsrChange { leader: s.leader, leader_epoch: s.leader_epoch, partition_epoch: s.partition_epoch, new_isr: isr };
+                        w.state = partition_change::alter_isr(s, &req, &w.live).expect("a valid ISR change");
+                        // Completion rides on the same change.
+                        settle(&mut w);
+                    }
+                }
+                Step::Leave(b) => {
+                    let s = &w.state;
+                    if s.leader != NO_LEADER && *b != s.leader && s.isr.contains(b) {
+                        let isr: Vec<i32> = s.isr.iter().copied().filter(|x| x != b).collect();
+                        let req = IsrChange { leader: s.leader, leader_epoch: s.leader_epoch, partition_epoch: s.partition_epoch, new_isr: isr };
+                        w.state = partition_change::alter_isr(s, &req, &w.live).expect("a valid ISR change");
+                        settle(&mut w);
+                    }
+                }
+                Step::Die(b) => {
+                    w.live.remove(b);
+                    if let Some(n) = partition_change::on_brokers_changed(&w.state, &w.live, Election::Clean) {
+                        w.state = n;
+                    }
+                    settle(&mut w);
+                }
+                Step::Return(b) => {
+                    w.live.insert(*b);
+                    if let Some(n) = partition_change::on_brokers_changed(&w.state, &w.live, Election::Clean) {
+                        w.state = n;
+                    }
+                    settle(&mut w);
+                }
+                Step::ControllerRestart => settle(&mut w),
+            }
+            check(&w, &what);
+        }
+    }
+}
