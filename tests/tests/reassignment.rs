@@ -155,7 +155,7 @@ async fn a_shuffle_under_load_with_bounces_completes_and_loses_nothing() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let targets: Vec<Vec<i32>> = (0..20)
         .map(|_| {
-            let mut b = vec![1, 2, 3, 4];
+            let mut b = [1, 2, 3, 4];
             b.shuffle(&mut rng);
             b[..3].to_vec()
         })
@@ -304,6 +304,9 @@ async fn cancels_restore_the_original_replicas_and_remove_the_new_ones() {
     drop(f);
 }
 
+/// A bad request: its moves, its throttle, the code and a piece of the message expected.
+type BadCase<'a> = (Vec<(&'a str, u32, Option<Vec<i32>>)>, Option<i64>, ErrorCode, &'a str);
+
 /// Each bad request is refused as a whole, names the partition and the reason, and leaves the
 /// metastore exactly as it was.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,7 +325,7 @@ async fn bad_reassignments_change_nothing() {
     .await;
     let before = snapshot(&f.meta).await;
     let good = ("v", 0u32, Some(vec![2, 4]));
-    let cases: Vec<(Vec<(&str, u32, Option<Vec<i32>>)>, Option<i64>, ErrorCode, &str)> = vec![
+    let cases: Vec<BadCase> = vec![
         (
             vec![good.clone(), ("nope", 0, Some(vec![1]))],
             None,
@@ -383,7 +386,7 @@ async fn bad_reassignments_change_nothing() {
         assert_eq!(snapshot(&f.meta).await, before, "{moves:?} changed the metastore");
     }
     for t in [0, -5] {
-        let r = alter(&c, &[good.clone()], Some(t)).await;
+        let r = alter(&c, std::slice::from_ref(&good), Some(t)).await;
         assert_eq!(
             ErrorCode(r.error_code),
             ErrorCode::INVALID_THROTTLE,
@@ -399,7 +402,7 @@ async fn bad_reassignments_change_nothing() {
         .unwrap();
     assert_eq!(all.error_code, 0);
     let with_marker = snapshot(&f.meta).await;
-    let r = alter(&c, &[good.clone()], None).await;
+    let r = alter(&c, std::slice::from_ref(&good), None).await;
     assert_eq!(
         ErrorCode(r.results[0].error_code),
         ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS
