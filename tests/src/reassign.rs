@@ -1,8 +1,12 @@
 //! Helpers for reassignment tests: submit, cancel, list, and a whole-metastore snapshot.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use broker::ClusterClient;
+use bytes::Bytes;
+use proto::errors::ErrorCode;
 use proto::ferry::*;
 
 /// Submits targets (`None` cancels that partition) with an optional throttle.
@@ -81,4 +85,106 @@ pub fn replica_dirs(root: &std::path::Path, topic: &str, p: u32) -> Vec<std::pat
         }
     }
     out
+}
+
+/// Flags of every test node.
+const ARGS: &[&str] = &[
+    "--session-timeout-ms",
+    "2000",
+    "--replica-lag-time-max-ms",
+    "2000",
+    "--leader-imbalance-check-interval-ms",
+    "1000",
+];
+
+/// Three quorum-and-broker nodes (1-3) and a broker-only node (4), as processes.
+pub struct Four {
+    /// The processes by id.
+    pub nodes: BTreeMap<i32, crate::ProcNode>,
+    /// Admin and data client.
+    pub client: ClusterClient,
+    /// Metastore client.
+    pub meta: metastore::Client,
+}
+
+/// Starts the four nodes with short session and lag timeouts.
+pub fn start_four(dir: &Path) -> Four {
+    let peers = crate::loopback_peers(3);
+    let quorum = peers.values().cloned().collect::<Vec<_>>();
+    let mut nodes: BTreeMap<i32, crate::ProcNode> = peers
+        .iter()
+        .map(|(id, addr)| {
+            let n = crate::ProcNode::new(*id, addr, &dir.join(format!("n{id}")), &peers, false).with_args(ARGS);
+            (*id as i32, n)
+        })
+        .collect();
+    let addr4 = format!("127.0.0.1:{}", crate::free_port());
+    let q = quorum.join(",");
+    let four = crate::ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
+        .with_args(ARGS)
+        .with_args(&["--roles", "broker", "--quorum", &q]);
+    nodes.insert(4, four);
+    for n in nodes.values_mut() {
+        n.spawn();
+    }
+    Four {
+        nodes,
+        client: ClusterClient::new(&quorum)
+            .unwrap()
+            .with_timeout(Duration::from_secs(5)),
+        meta: metastore::Client::new(&quorum).unwrap(),
+    }
+}
+
+/// Creates a topic with an explicit assignment, waiting for the brokers to register.
+pub async fn create(c: &ClusterClient, topic: &str, assignment: Vec<Vec<i32>>, config: &[(&str, &str)]) {
+    let req = CreateTopicsRequest {
+        topics: vec![NewTopic {
+            topic: topic.into(),
+            partitions: -1,
+            replication_factor: -1,
+            assignment: assignment.into_iter().map(|brokers| Replicas { brokers }).collect(),
+            config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }],
+        validate_only: false,
+    };
+    crate::wait_until(
+        Duration::from_secs(30),
+        "the brokers to register and the topic to exist",
+        || async {
+            let req = req.clone();
+            let r = c
+                .admin_call(|mut a| {
+                    let req = req.clone();
+                    async move { a.create_topics(req).await }
+                })
+                .await;
+            r.is_ok_and(|r| {
+                r.results
+                    .iter()
+                    .all(|t| t.error_code == 0 || t.error_code == ErrorCode::TOPIC_ALREADY_EXISTS.0)
+            })
+        },
+    )
+    .await;
+}
+
+/// Produces `batches` batches of `per` records of about `size` bytes at acks=all.
+pub async fn produce_n(c: &ClusterClient, topic: &str, p: u32, batches: usize, per: usize, size: usize) {
+    for b in 0..batches {
+        let recs: Vec<Bytes> = (0..per)
+            .map(|i| Bytes::from(format!("{b}-{i}-{}", "x".repeat(size))))
+            .collect();
+        let mut tries = 0;
+        while let Err(e) = c.produce_once(topic, p, recs.clone(), -1).await {
+            tries += 1;
+            assert!(tries < 100, "produce kept failing: {e}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Asserts that a reassignment request was accepted.
+pub fn ok(r: &AlterPartitionReassignmentsResponse) {
+    assert_eq!(r.error_code, 0, "{}: {:?}", r.error_message, r.results);
 }

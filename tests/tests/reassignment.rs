@@ -1,114 +1,19 @@
 //! Reassignment on a real cluster: three nodes that are quorum members and brokers, and a fourth,
 //! broker-only node, all as processes.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use broker::ClusterClient;
 use bytes::Bytes;
 use proto::errors::ErrorCode;
 use proto::ferry::*;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use tests::data::{isr_is, partition_state, read_all};
-use tests::reassign::{alter, list, replica_dirs, snapshot, wait_all_done};
-use tests::{wait_until, ProcNode};
-
-const ARGS: &[&str] = &[
-    "--session-timeout-ms",
-    "2000",
-    "--replica-lag-time-max-ms",
-    "2000",
-    "--leader-imbalance-check-interval-ms",
-    "1000",
-];
-
-struct Four {
-    nodes: BTreeMap<i32, ProcNode>,
-    client: ClusterClient,
-    meta: metastore::Client,
-}
-
-fn start_four(dir: &Path) -> Four {
-    let peers = tests::loopback_peers(3);
-    let quorum = peers.values().cloned().collect::<Vec<_>>();
-    let mut nodes: BTreeMap<i32, ProcNode> = peers
-        .iter()
-        .map(|(id, addr)| {
-            let n = ProcNode::new(*id, addr, &dir.join(format!("n{id}")), &peers, false).with_args(ARGS);
-            (*id as i32, n)
-        })
-        .collect();
-    let addr4 = format!("127.0.0.1:{}", tests::free_port());
-    let q = quorum.join(",");
-    let four = ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
-        .with_args(ARGS)
-        .with_args(&["--roles", "broker", "--quorum", &q]);
-    nodes.insert(4, four);
-    for n in nodes.values_mut() {
-        n.spawn();
-    }
-    Four {
-        nodes,
-        client: ClusterClient::new(&quorum)
-            .unwrap()
-            .with_timeout(Duration::from_secs(5)),
-        meta: metastore::Client::new(&quorum).unwrap(),
-    }
-}
-
-async fn create(c: &ClusterClient, topic: &str, assignment: Vec<Vec<i32>>, config: &[(&str, &str)]) {
-    let req = CreateTopicsRequest {
-        topics: vec![NewTopic {
-            topic: topic.into(),
-            partitions: -1,
-            replication_factor: -1,
-            assignment: assignment.into_iter().map(|brokers| Replicas { brokers }).collect(),
-            config: config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }],
-        validate_only: false,
-    };
-    wait_until(
-        Duration::from_secs(30),
-        "the brokers to register and the topic to exist",
-        || async {
-            let req = req.clone();
-            let r = c
-                .admin_call(|mut a| {
-                    let req = req.clone();
-                    async move { a.create_topics(req).await }
-                })
-                .await;
-            r.is_ok_and(|r| {
-                r.results
-                    .iter()
-                    .all(|t| t.error_code == 0 || t.error_code == ErrorCode::TOPIC_ALREADY_EXISTS.0)
-            })
-        },
-    )
-    .await;
-}
-
-async fn produce_n(c: &ClusterClient, topic: &str, p: u32, batches: usize, per: usize, size: usize) {
-    for b in 0..batches {
-        let recs: Vec<Bytes> = (0..per)
-            .map(|i| Bytes::from(format!("{b}-{i}-{}", "x".repeat(size))))
-            .collect();
-        let mut tries = 0;
-        while let Err(e) = c.produce_once(topic, p, recs.clone(), -1).await {
-            tries += 1;
-            assert!(tries < 100, "produce kept failing: {e}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-fn ok(r: &AlterPartitionReassignmentsResponse) {
-    assert_eq!(r.error_code, 0, "{}: {:?}", r.error_message, r.results);
-}
+use tests::reassign::{alter, create, list, ok, produce_n, replica_dirs, snapshot, start_four, wait_all_done};
+use tests::wait_until;
 
 /// Kafka's reassignment system test, adapted: 20 partitions, RF 3, min.insync.replicas=2, a
 /// producer at acks=all throughout, every replica list shuffled, every other broker bounced
