@@ -124,6 +124,7 @@ impl Broker {
                 stop_rx.clone(),
             )),
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
+            tokio::spawn(follow_config(self.core.clone(), client.clone())),
             tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
         ];
         Ok(BrokerHandle {
@@ -244,6 +245,27 @@ async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
         core.reconcile(view.clone(), |core, r, leader, epoch| {
             tokio::spawn(fetcher::run(core, r, leader, epoch))
         });
+    }
+}
+
+/// Keeps this broker's dynamic configs current.
+async fn follow_config(core: Arc<BrokerCore>, client: Client) {
+    let key = keys::broker_config(core.id);
+    let mut events = client.follow(&key);
+    while let Some(ev) = events.recv().await {
+        let mut config = core.dynamic_config.write();
+        if ev.is_reset() {
+            config.clear();
+        }
+        for (k, v, _) in ev.changes() {
+            if k != key {
+                continue; // the prefix also matches longer ids
+            }
+            *config = v
+                .and_then(|v| proto::ferry::BrokerConfigRecord::decode(v).ok())
+                .map(|r| r.config)
+                .unwrap_or_default();
+        }
     }
 }
 

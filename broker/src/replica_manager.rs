@@ -56,6 +56,8 @@ pub struct BrokerCore {
     pub view: RwLock<ClusterView>,
     /// Holds back replication traffic to throttled followers.
     pub throttle: crate::throttle::Throttle,
+    /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
+    pub dynamic_config: RwLock<HashMap<String, String>>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -99,6 +101,7 @@ impl BrokerCore {
             replicas: RwLock::new(replicas),
             view: RwLock::new(ClusterView::default()),
             throttle: Default::default(),
+            dynamic_config: RwLock::new(HashMap::new()),
             fetchers: Mutex::new(HashMap::new()),
         })
     }
@@ -119,6 +122,42 @@ impl BrokerCore {
                 message: format!("broker {} has no replica of {topic}-{partition}", self.id),
                 leader_hint: e.state.leader,
             }),
+        }
+    }
+
+    /// The rate (bytes/s) at which this broker, leading `r`, sends to `follower`, or `None` when
+    /// the follower is not throttled. Only followers out of the ISR are held back; a throttle
+    /// owned by the partition's reassignment applies to its adding replicas, and the operator's
+    /// `leader.replication.throttled.rate` to the replicas the topic's
+    /// `leader.replication.throttled.replicas` names; the lower rate wins.
+    pub fn leader_throttle(&self, r: &Replica, follower: i32) -> Option<u64> {
+        let st = r.state.lock();
+        let m = &st.meta;
+        if m.isr.contains(&follower) {
+            return None;
+        }
+        let owned = (m.throttle_rate > 0 && m.adding.contains(&follower)).then_some(m.throttle_rate);
+        let listed = self
+            .view
+            .read()
+            .topics
+            .get(&r.topic)
+            .and_then(|t| {
+                t.config(proto::topic_config::LEADER_THROTTLED_REPLICAS)
+                    .map(String::from)
+            })
+            .is_some_and(|list| proto::topic_config::lists_replica(&list, r.partition, self.id));
+        let manual = listed
+            .then(|| {
+                self.dynamic_config
+                    .read()
+                    .get(proto::topic_config::LEADER_THROTTLED_RATE)
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .flatten();
+        match (owned, manual) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

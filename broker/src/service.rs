@@ -249,12 +249,7 @@ impl BrokerService {
         } else {
             req.max_bytes
         } as usize;
-        let throttle = {
-            let st = r.state.lock();
-            let m = &st.meta;
-            (m.throttle_rate > 0 && m.adding.contains(&req.replica_id) && !m.isr.contains(&req.replica_id))
-                .then_some(m.throttle_rate)
-        };
+        let throttle = self.core.leader_throttle(&r, req.replica_id);
         if let Some(rate) = throttle {
             self.core.throttle.acquire(rate).await;
             max = max.min(rate as usize);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-/// Credit kept at most: one second of traffic.
-const BURST_SECONDS: f64 = 1.0;
+/// Credit kept at most: a fifth of a second of traffic, so an idle throttle starts near its rate.
+const BURST_SECONDS: f64 = 0.2;
 
 /// The pure state of the bucket.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,9 +92,9 @@ mod tests {
     }
 
     #[test]
-    fn credit_is_capped_at_one_second() {
+    fn credit_is_capped_at_a_fifth_of_a_second() {
         let mut b = Bucket { credit: 0.0, at: 0.0 };
         assert_eq!(b.wait(100.0, 10.0), 0.0);
-        assert_eq!(b.credit, 10.0);
+        assert_eq!(b.credit, 2.0);
     }
 }

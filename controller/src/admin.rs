@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 use crate::partition_change::{self, Election, IsrChange, NO_LEADER};
 use crate::placement::{self, BrokerSlot};
 use crate::topic_name::validate_topic_name;
-use crate::{reassign_admin, reassignment};
+use crate::{configs, reassign_admin, reassignment};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -635,6 +635,21 @@ impl Admin for AdminService {
         _req: Request<RemoveCancelRequest>,
     ) -> Result<Response<RemoveCancelResponse>, Status> {
         let r = reassign_admin::remove_cancel(&self.client).await.map_err(status)?;
+        Ok(Response::new(r))
+    }
+
+    async fn describe_configs(
+        &self,
+        req: Request<DescribeConfigsRequest>,
+    ) -> Result<Response<DescribeConfigsResponse>, Status> {
+        let r = configs::describe(&self.client, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
+    }
+
+    async fn alter_configs(&self, req: Request<AlterConfigsRequest>) -> Result<Response<AlterConfigsResponse>, Status> {
+        let r = configs::alter(&self.client, req.into_inner()).await.map_err(status)?;
         Ok(Response::new(r))
     }
 }

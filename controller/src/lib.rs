@@ -3,6 +3,7 @@
 
 pub mod active;
 pub mod admin;
+pub mod configs;
 pub mod partition_change;
 pub mod placement;
 pub mod reassign_admin;

@@ -22,6 +22,14 @@ pub fn parse_reassignment_key(key: &str) -> Option<(&str, u32)> {
     Some((topic, p.parse().ok()?))
 }
 
+/// Prefix of brokers' dynamic configs.
+pub const BROKER_CONFIGS: &str = "/config/brokers/";
+
+/// `/config/brokers/<id>`.
+pub fn broker_config(id: i32) -> String {
+    format!("{BROKER_CONFIGS}{id}")
+}
+
 /// `/brokers/ids/<id>`.
 pub fn broker(id: i32) -> String {
     format!("{BROKER_IDS}{id}")

@@ -8,6 +8,54 @@ pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 pub const UNCLEAN_LEADER_ELECTION: &str = "unclean.leader.election.enable";
 /// `max.message.bytes`: the largest batch a produce may send.
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
+/// Topic: replicas whose leaders are throttled, `p:broker,...` or `*`.
+pub const LEADER_THROTTLED_REPLICAS: &str = "leader.replication.throttled.replicas";
+/// Topic: replicas whose followers are throttled, `p:broker,...` or `*`.
+pub const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.replicas";
+/// Broker: bytes/s a leader sends to throttled followers.
+pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
+/// Broker: bytes/s a follower fetches for throttled replicas.
+pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+/// Broker: bytes/s of moves between the broker's own log dirs.
+pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
+
+/// Broker configs that may be set at run time.
+const BROKER_KNOWN: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_RATE];
+
+/// Checks broker dynamic configs: known names, rates that are whole numbers above 0.
+pub fn validate_broker(config: &HashMap<String, String>) -> Result<(), String> {
+    for (k, v) in config {
+        if !BROKER_KNOWN.contains(&k.as_str()) {
+            return Err(format!("unknown broker config {k:?}"));
+        }
+        if v.parse::<u64>().ok().filter(|n| *n > 0).is_none() {
+            return Err(format!(
+                "invalid value {v:?} for broker config {k}: a rate in bytes/s above 0"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a throttled-replicas list (`*` or `p:broker,...`) names this replica.
+pub fn lists_replica(list: &str, partition: u32, broker: i32) -> bool {
+    list.trim() == "*"
+        || list
+            .split(',')
+            .filter_map(|e| e.trim().split_once(':'))
+            .any(|(p, b)| p.parse() == Ok(partition) && b.parse() == Ok(broker))
+}
+
+fn valid_replica_list(v: &str) -> bool {
+    v.trim() == "*"
+        || v.is_empty()
+        || v.split(',').all(|e| {
+            e.trim()
+                .split_once(':')
+                .is_some_and(|(p, b)| p.parse::<u32>().is_ok() && b.parse::<i32>().is_ok())
+        })
+}
+
 /// Kafka's default for `max.message.bytes`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_048_588;
 
@@ -20,8 +68,8 @@ const KNOWN: &[&str] = &[
     "retention.ms",
     "retention.bytes",
     "segment.bytes",
-    "leader.replication.throttled.replicas",
-    "follower.replication.throttled.replicas",
+    LEADER_THROTTLED_REPLICAS,
+    FOLLOWER_THROTTLED_REPLICAS,
 ];
 
 /// Checks every config; the error names the config and the reason.
@@ -36,6 +84,7 @@ pub fn validate(config: &HashMap<String, String>) -> Result<(), String> {
             UNCLEAN_LEADER_ELECTION => v == "true" || v == "false",
             "retention.ms" | "retention.bytes" => v.parse::<i64>().is_ok_and(|n| n >= -1),
             "cleanup.policy" => v.split(',').all(|p| p == "delete" || p == "compact"),
+            LEADER_THROTTLED_REPLICAS | FOLLOWER_THROTTLED_REPLICAS => valid_replica_list(v),
             _ => true,
         };
         if !ok {
@@ -85,5 +134,11 @@ mod tests {
         assert_eq!(min_insync_replicas(&cfg("min.insync.replicas", "2")), 2);
         assert!(unclean_election_allowed(&cfg(UNCLEAN_LEADER_ELECTION, "true")));
         assert_eq!(max_message_bytes(&HashMap::new()), DEFAULT_MAX_MESSAGE_BYTES);
+        assert!(validate(&cfg(LEADER_THROTTLED_REPLICAS, "0:1,1:2")).is_ok());
+        assert!(validate(&cfg(LEADER_THROTTLED_REPLICAS, "0-1")).is_err());
+        assert!(lists_replica("0:1,1:2", 1, 2) && lists_replica("*", 9, 9) && !lists_replica("0:1", 1, 1));
+        assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "1000")).is_ok());
+        assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "0")).is_err());
+        assert!(validate_broker(&cfg("x", "1")).is_err());
     }
 }

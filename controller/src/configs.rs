@@ -1,0 +1,137 @@
+//! DescribeConfigs and AlterConfigs for topics (stored in the topic record) and brokers
+//! (`/config/brokers/<id>`). Configs set here are the operator's: Ferry never removes them on its
+//! own. Throttles a reassignment owns live in the partition state instead and go with it.
+
+use std::collections::HashMap;
+
+use metastore::Client;
+use prost::Message;
+use proto::errors::ErrorCode;
+use proto::ferry::config_resource::Type;
+use proto::ferry::*;
+use proto::{keys, topic_config};
+
+use crate::admin::{at_revision, put_op, write};
+
+fn refused(code: ErrorCode, message: String) -> AlterConfigsResponse {
+    AlterConfigsResponse {
+        error_code: code.0,
+        error_message: message,
+    }
+}
+
+fn broker_id(name: &str) -> Result<i32, (ErrorCode, String)> {
+    name.parse::<i32>().ok().filter(|id| *id >= 0).ok_or_else(|| {
+        (
+            ErrorCode::INVALID_REQUEST,
+            format!("broker {name:?} is not a broker id"),
+        )
+    })
+}
+
+/// Reads a resource's configs and the revision they were read at (0: nothing stored yet).
+async fn read(
+    client: &Client,
+    r: &ConfigResource,
+) -> Result<Result<(HashMap<String, String>, u64, Option<TopicRecord>), (ErrorCode, String)>, metastore::ClientError> {
+    match Type::try_from(r.r#type) {
+        Ok(Type::Topic) => {
+            let Some(kv) = client.get(&keys::topic(&r.name)).await? else {
+                return Ok(Err((
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("Topic '{}' does not exist.", r.name),
+                )));
+            };
+            let rec = TopicRecord::decode(kv.value.as_ref()).unwrap_or_default();
+            Ok(Ok((rec.config.clone(), kv.mod_revision, Some(rec))))
+        }
+        Ok(Type::Broker) => {
+            let id = match broker_id(&r.name) {
+                Ok(id) => id,
+                Err(e) => return Ok(Err(e)),
+            };
+            let kv = client.get(&keys::broker_config(id)).await?;
+            let rev = kv.as_ref().map_or(0, |kv| kv.mod_revision);
+            let config = kv
+                .and_then(|kv| BrokerConfigRecord::decode(kv.value.as_ref()).ok())
+                .map(|r| r.config)
+                .unwrap_or_default();
+            Ok(Ok((config, rev, None)))
+        }
+        Err(_) => Ok(Err((
+            ErrorCode::INVALID_REQUEST,
+            format!("unknown resource type {}", r.r#type),
+        ))),
+    }
+}
+
+/// DescribeConfigs.
+pub async fn describe(
+    client: &Client,
+    req: DescribeConfigsRequest,
+) -> Result<DescribeConfigsResponse, metastore::ClientError> {
+    let mut results = Vec::new();
+    for r in req.resources {
+        let entry = match read(client, &r).await? {
+            Ok((config, _, _)) => ConfigEntries {
+                resource: Some(r),
+                config,
+                ..Default::default()
+            },
+            Err((code, message)) => ConfigEntries {
+                resource: Some(r),
+                error_code: code.0,
+                error_message: message,
+                ..Default::default()
+            },
+        };
+        results.push(entry);
+    }
+    Ok(DescribeConfigsResponse { results })
+}
+
+/// AlterConfigs: sets and removes configs of one resource, checked first, in one guarded write.
+pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterConfigsResponse, metastore::ClientError> {
+    let Some(r) = req.resource.clone() else {
+        return Ok(refused(ErrorCode::INVALID_REQUEST, "resource: missing".into()));
+    };
+    for _ in 0..5 {
+        let (mut config, rev, topic) = match read(client, &r).await? {
+            Ok(x) => x,
+            Err((code, message)) => return Ok(refused(code, message)),
+        };
+        let checked = match topic {
+            Some(_) => topic_config::validate(&req.set),
+            None => topic_config::validate_broker(&req.set),
+        };
+        if let Err(e) = checked {
+            return Ok(refused(ErrorCode::INVALID_CONFIG, e));
+        }
+        for k in &req.delete {
+            config.remove(k);
+        }
+        config.extend(req.set.clone());
+        if req.validate_only {
+            return Ok(AlterConfigsResponse::default());
+        }
+        let (key, op) = match topic {
+            Some(mut rec) => {
+                rec.config = config;
+                let key = keys::topic(&r.name);
+                (key.clone(), put_op(key, &rec))
+            }
+            None => {
+                // `read` checked the name.
+                let key = keys::broker_config(r.name.parse().unwrap_or_default());
+                (key.clone(), put_op(key, &BrokerConfigRecord { config }))
+            }
+        };
+        if write(client, vec![at_revision(key, rev)], vec![op]).await? {
+            return Ok(AlterConfigsResponse::default());
+        }
+    }
+    Ok(refused(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        "the configs kept changing; retry".into(),
+    ))
+}

@@ -1,0 +1,115 @@
+//! A throttled move: about 100 MB moved to a new replica at 5 MB/s takes between 0.9x and 1.5x of
+//! size / rate; afterwards no reassignment-owned throttle remains, and a throttle an operator set
+//! by hand beforehand is still there.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use proto::ferry::config_resource::Type;
+use proto::ferry::*;
+use tests::data::{isr_is, partition_state};
+use tests::reassign::{alter, create, list, ok, start_four};
+use tests::wait_until;
+
+const RATE: i64 = 5_000_000;
+const BATCHES: usize = 1000;
+const PER_BATCH: usize = 100;
+const RECORD: usize = 1000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    create(&c, "big", vec![vec![1, 2]], &[]).await;
+    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "big", 0, &[1, 2])).await;
+
+    // The operator's own throttle on broker 3, set before the move.
+    let manual = AlterConfigsRequest {
+        resource: Some(ConfigResource {
+            r#type: Type::Broker as i32,
+            name: "3".into(),
+        }),
+        set: [("leader.replication.throttled.rate".to_string(), "123456789".to_string())].into(),
+        delete: vec![],
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = manual.clone();
+            async move { a.alter_configs(req).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0, "{}", r.error_message);
+
+    // About 100 MB, from four producers at once.
+    let value = Bytes::from(vec![b'x'; RECORD]);
+    let producers: Vec<_> = (0..4)
+        .map(|_| {
+            let (c, value) = (c.clone(), value.clone());
+            tokio::spawn(async move {
+                for _ in 0..BATCHES / 4 {
+                    let recs = vec![value.clone(); PER_BATCH];
+                    let mut tries = 0;
+                    while let Err(e) = c.produce_once("big", 0, recs.clone(), 1).await {
+                        tries += 1;
+                        assert!(tries < 50, "preload failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+    let records = (BATCHES * PER_BATCH) as i64;
+    wait_until(Duration::from_secs(60), "the follower to catch up", || async {
+        c.fetch("big", 0, records, 1, 0)
+            .await
+            .is_ok_and(|r| r.high_watermark == records)
+    })
+    .await;
+    let bytes = (BATCHES * (PER_BATCH * (RECORD + 4) + 32)) as f64;
+
+    let started = Instant::now();
+    ok(&alter(&c, &[("big", 0, Some(vec![1, 2, 4]))], Some(RATE)).await);
+    assert_eq!(partition_state(&c, "big", 0).await.unwrap().throttle_rate, RATE as u64);
+    wait_until(Duration::from_secs(120), "the move to finish", || async {
+        list(&c).await.reassignments.is_empty()
+    })
+    .await;
+    let took = started.elapsed().as_secs_f64();
+    let expected = bytes / RATE as f64;
+    let ratio = took / expected;
+    eprintln!("moved {bytes} bytes in {took:.1} s at {RATE} B/s: {ratio:.2} of size/rate");
+    assert!(
+        (0.9..=1.5).contains(&ratio),
+        "took {took:.1} s, {ratio:.2} of the {expected:.1} s expected"
+    );
+
+    let s = partition_state(&c, "big", 0).await.unwrap();
+    assert_eq!(s.replicas, vec![1, 2, 4]);
+    assert_eq!(s.throttle_rate, 0, "the reassignment's throttle outlived it");
+    let d = c
+        .admin_call(|mut a| async move {
+            a.describe_configs(DescribeConfigsRequest {
+                resources: vec![ConfigResource {
+                    r#type: Type::Broker as i32,
+                    name: "3".into(),
+                }],
+            })
+            .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        d.results[0]
+            .config
+            .get("leader.replication.throttled.rate")
+            .map(String::as_str),
+        Some("123456789"),
+        "the operator's throttle was touched"
+    );
+}
