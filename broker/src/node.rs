@@ -2,18 +2,18 @@
 //! it, and ask the controller for ISR changes. The gRPC service is served by whoever hosts the
 //! broker (its own server, or a node that is also a quorum member).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use metastore::Client;
 use prost::Message;
-use proto::cluster_view::ClusterView;
 use proto::errors::ErrorCode;
 use proto::ferry::admin_client::AdminClient;
 use proto::ferry::broker_server::BrokerServer;
 use proto::ferry::{AlterPartitionRequest, BrokerRegistration};
-use proto::keys;
+use proto::keys::{self, TopicKey};
 use proto::metastore as pb;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -236,15 +236,25 @@ async fn register(
 
 async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
     let mut events = client.follow("/brokers/");
-    let mut view = ClusterView::default();
-    while let Some(ev) = events.recv().await {
-        view.apply_all(ev.is_reset(), ev.changes());
-        while let Ok(ev) = events.try_recv() {
-            view.apply_all(ev.is_reset(), ev.changes());
+    while let Some(first) = events.recv().await {
+        // Take everything already queued, then reconcile once: all partitions after a reset,
+        // else only those that changed.
+        let mut full = false;
+        let mut changed = BTreeSet::new();
+        let mut next = Some(first);
+        while let Some(ev) = next {
+            full |= ev.is_reset();
+            let changes = ev.changes();
+            for (key, _, _) in &changes {
+                if let Some(TopicKey::Partition(t, p)) = keys::parse_topic_key(key) {
+                    changed.insert((t.to_string(), p));
+                }
+            }
+            core.view.write().apply_all(ev.is_reset(), changes);
+            next = events.try_recv().ok();
         }
-        core.reconcile(view.clone(), |core, r, leader, epoch| {
-            tokio::spawn(fetcher::run(core, r, leader, epoch))
-        });
+        let spawn = |core, r, leader, epoch| tokio::spawn(fetcher::run(core, r, leader, epoch));
+        core.reconcile((!full).then_some(&changed), spawn);
     }
 }
 

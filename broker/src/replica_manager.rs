@@ -2,7 +2,7 @@
 //! the metadata assigns here, set each one's role, start or stop its fetcher, and delete from
 //! disk the replicas no longer assigned here.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -166,23 +166,40 @@ impl BrokerCore {
         self.view.read().brokers.get(&broker).map(|b| b.endpoint.clone())
     }
 
-    /// Brings the hosted replicas in line with `view`; `spawn_fetcher` starts a follower's copy
-    /// loop. Replicas not assigned here are deleted from disk.
+    /// Brings the hosted replicas in line with the metadata in `self.view`: all of them, or only
+    /// the partitions in `changed`. `spawn_fetcher` starts a follower's copy loop. Replicas not
+    /// assigned here are deleted from disk.
     pub fn reconcile(
         self: &Arc<Self>,
-        view: ClusterView,
+        changed: Option<&BTreeSet<TopicPartition>>,
         spawn_fetcher: impl Fn(Arc<BrokerCore>, Arc<Replica>, i32, u32) -> JoinHandle<()>,
     ) {
         let mut assigned: BTreeMap<TopicPartition, (proto::ferry::PartitionState, String)> = BTreeMap::new();
-        for (topic, t) in &view.topics {
-            for (p, e) in &t.partitions {
-                if let Some(i) = e.state.replicas.iter().position(|r| *r == self.id) {
-                    let dir = e.state.log_dirs.get(i).cloned().unwrap_or_default();
-                    assigned.insert((topic.clone(), *p), (e.state.clone(), dir));
+        let mine = |state: &proto::ferry::PartitionState| {
+            let i = state.replicas.iter().position(|r| *r == self.id)?;
+            Some((state.clone(), state.log_dirs.get(i).cloned().unwrap_or_default()))
+        };
+        {
+            let view = self.view.read();
+            match changed {
+                None => {
+                    for (topic, t) in &view.topics {
+                        for (p, e) in &t.partitions {
+                            if let Some(a) = mine(&e.state) {
+                                assigned.insert((topic.clone(), *p), a);
+                            }
+                        }
+                    }
+                }
+                Some(tps) => {
+                    for tp in tps {
+                        if let Some(a) = view.partition(&tp.0, tp.1).and_then(|e| mine(&e.state)) {
+                            assigned.insert(tp.clone(), a);
+                        }
+                    }
                 }
             }
         }
-        *self.view.write() = view;
 
         for (tp, (state, dir)) in &assigned {
             let replica = match self.ensure_replica(tp, dir) {
@@ -215,7 +232,7 @@ impl BrokerCore {
             .replicas
             .read()
             .keys()
-            .filter(|tp| !assigned.contains_key(*tp))
+            .filter(|tp| !assigned.contains_key(*tp) && changed.is_none_or(|c| c.contains(*tp)))
             .cloned()
             .collect();
         for tp in gone {

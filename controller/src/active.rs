@@ -60,16 +60,22 @@ pub struct PartitionWrite {
     pub completes: bool,
 }
 
-/// The partition changes a pass makes.
-pub fn plan_pass(view: &ClusterView, rebalance: bool) -> Vec<PartitionWrite> {
+/// The partition changes a pass makes, over every partition or only those in `only`.
+pub fn plan_pass(view: &ClusterView, rebalance: bool, only: Option<&BTreeSet<(String, u32)>>) -> Vec<PartitionWrite> {
     let live: BTreeSet<i32> = view.live_brokers();
     let mut out = Vec::new();
     for (topic, t) in &view.topics {
+        if only.is_some_and(|o| o.range((topic.clone(), 0)..=(topic.clone(), u32::MAX)).next().is_none()) {
+            continue;
+        }
         let election = match t.record.as_ref() {
             Some(r) if topic_config::unclean_election_allowed(&r.config) => Election::Unclean,
             _ => Election::Clean,
         };
         for (p, e) in &t.partitions {
+            if only.is_some_and(|o| !o.contains(&(topic.clone(), *p))) {
+                continue;
+            }
             let mut next = partition_change::on_brokers_changed(&e.state, &live, election);
             if rebalance {
                 let base = next.as_ref().unwrap_or(&e.state);
@@ -168,23 +174,41 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
     let mut tick = tokio::time::interval(cfg.rebalance_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // After a reset, a tick or a broker change every partition is looked at; otherwise only
+        // the partitions that changed.
+        let mut changed: BTreeSet<(String, u32)> = BTreeSet::new();
+        let mut full = false;
         let rebalance = tokio::select! {
             ev = follow.recv() => {
                 let Some(ev) = ev else { return };
-                view.apply_all(ev.is_reset(), ev.changes());
-                loaded = true;
-                // Take every event already queued before deciding.
-                while let Ok(ev) = follow.try_recv() {
-                    view.apply_all(ev.is_reset(), ev.changes());
+                let mut next = Some(ev);
+                while let Some(ev) = next {
+                    full |= ev.is_reset();
+                    let changes = ev.changes();
+                    for (key, _, _) in &changes {
+                        match keys::parse_topic_key(key) {
+                            Some(keys::TopicKey::Partition(t, p)) => {
+                                changed.insert((t.to_string(), p));
+                            }
+                            Some(keys::TopicKey::Topic(_)) => {}
+                            None => full |= keys::parse_broker_key(key).is_some(),
+                        }
+                    }
+                    view.apply_all(ev.is_reset(), changes);
+                    next = follow.try_recv().ok();
                 }
+                loaded = true;
                 false
             }
-            _ = tick.tick() => cfg.auto_leader_rebalance,
+            _ = tick.tick() => {
+                full = true;
+                cfg.auto_leader_rebalance
+            }
         };
         if !loaded {
             continue;
         }
-        let plan = plan_pass(&view, rebalance);
+        let plan = plan_pass(&view, rebalance, (!full).then_some(&changed));
         if plan.is_empty() {
             continue;
         }

@@ -542,7 +542,22 @@ impl Admin for AdminService {
     ) -> Result<Response<AlterPartitionResponse>, Status> {
         let req = req.into_inner();
         let key = keys::partition(&req.topic, req.partition);
-        let view = load_view(&self.client).await.map_err(status)?;
+        // Only this partition and the broker registrations: this runs for every ISR change.
+        let mut view = ClusterView::default();
+        if let Some(kv) = self.client.get(&key).await.map_err(status)? {
+            view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
+        }
+        let brokers = self
+            .client
+            .range_req(pb::RangeRequest {
+                prefix: keys::BROKER_IDS.into(),
+                ..Default::default()
+            })
+            .await
+            .map_err(status)?;
+        for kv in &brokers.kvs {
+            view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+        }
         let Some(entry) = view.partition(&req.topic, req.partition) else {
             return Ok(Response::new(AlterPartitionResponse {
                 error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,

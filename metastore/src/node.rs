@@ -22,6 +22,9 @@ use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
 use crate::validate::Limits;
 
+/// Concurrent gRPC streams allowed on one connection.
+pub const MAX_STREAMS: u32 = 1 << 20;
+
 /// Raft timing and log retention.
 #[derive(Debug, Clone)]
 pub struct RaftTuning {
@@ -234,7 +237,11 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     });
     let extra = cfg.extra_services.clone();
     let server = tokio::spawn(async move {
-        let mut builder = tonic::transport::Server::builder().tcp_nodelay(true);
+        // A follower broker keeps one replication stream per partition open on its leader's
+        // connection; hyper's default of 200 concurrent streams would stall the rest.
+        let mut builder = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .max_concurrent_streams(MAX_STREAMS);
         let router = match extra {
             Some(routes) => builder.add_routes(routes).add_service(health),
             None => builder.add_service(health),

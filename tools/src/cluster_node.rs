@@ -174,6 +174,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         let h = tokio::spawn(async move {
             let res = tonic::transport::Server::builder()
                 .tcp_nodelay(true)
+                .max_concurrent_streams(metastore::node::MAX_STREAMS)
                 .add_service(health)
                 .add_service(svc)
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
