@@ -68,7 +68,7 @@ enum FetchError {
 
 async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u32) -> Result<(), FetchError> {
     let endpoint = core.endpoint_of(leader).ok_or(FetchError::NoEndpoint(leader))?;
-    let channel = broker_channel(&endpoint).ok_or(FetchError::NoEndpoint(leader))?;
+    let channel = core.channel_to(&endpoint).ok_or(FetchError::NoEndpoint(leader))?;
     let mut c = client(channel);
 
     // Drop what this replica has beyond the leader's end of our last epoch: that tail was

@@ -44,6 +44,16 @@ impl FollowerProgress {
     }
 }
 
+impl FollowerProgress {
+    /// A follower that already has everything the leader has is caught up now, however long
+    /// its fetch has been parked at the leader waiting for records: idle partitions never lag.
+    pub fn observe_leader_end(&mut self, leader_leo: i64, now_ms: u64) {
+        if self.leo >= leader_leo {
+            self.caught_up_ms = now_ms;
+        }
+    }
+}
+
 /// The high watermark: the smallest log end offset over the ISR, never moving back. An ISR
 /// member the leader has not heard from holds it where it is.
 pub fn high_watermark(
@@ -144,5 +154,10 @@ mod tests {
         assert_eq!(p.caught_up_ms, 1_000);
         p.on_fetch(150, 150, 3_000);
         assert_eq!(p.caught_up_ms, 3_000);
+        // Parked at the end while the leader is idle: still caught up.
+        p.observe_leader_end(150, 60_000);
+        assert_eq!(p.caught_up_ms, 60_000);
+        p.observe_leader_end(151, 70_000);
+        assert_eq!(p.caught_up_ms, 60_000);
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -236,14 +237,26 @@ async fn register(
 
 async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
     let mut events = client.follow("/brokers/");
-    while let Some(first) = events.recv().await {
-        // Take everything already queued, then reconcile once: all partitions after a reset,
-        // else only those that changed.
-        let mut full = false;
+    // A full pass now and then retries what failed before (a replica that could not be created).
+    let mut sweep = tokio::time::interval(Duration::from_secs(10));
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut loaded = false;
+    loop {
+        let first = tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => Some(ev),
+                None => return,
+            },
+            _ = sweep.tick() => None,
+        };
+        // Take everything already queued, then reconcile once: all partitions after a reset or
+        // on a sweep, else only those that changed.
+        let mut full = first.is_none();
         let mut changed = BTreeSet::new();
-        let mut next = Some(first);
+        let mut next = first;
         while let Some(ev) = next {
             full |= ev.is_reset();
+            loaded = true;
             let changes = ev.changes();
             for (key, _, _) in &changes {
                 if let Some(TopicKey::Partition(t, p)) = keys::parse_topic_key(key) {
@@ -253,8 +266,20 @@ async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
             core.view.write().apply_all(ev.is_reset(), changes);
             next = events.try_recv().ok();
         }
-        let spawn = |core, r, leader, epoch| tokio::spawn(fetcher::run(core, r, leader, epoch));
-        core.reconcile((!full).then_some(&changed), spawn);
+        if !loaded {
+            continue; // never delete anything before the metadata has been read once
+        }
+        // Creating and deleting replicas is file-system work (with fsyncs): keep it off the
+        // async workers, which also serve the metastore and replication.
+        let core2 = core.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let spawn = |core, r, leader, epoch| tokio::spawn(fetcher::run(core, r, leader, epoch));
+            core2.reconcile((!full).then_some(&changed), spawn);
+        })
+        .await;
+        if let Err(e) = done {
+            tracing::error!(error = %e, "reconciling replicas failed");
+        }
     }
 }
 
@@ -287,16 +312,21 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
         tracing::error!("no quorum address to send ISR changes to");
         return;
     }
-    let mut next_channel = 0usize;
+    let next_channel = Arc::new(AtomicUsize::new(0));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
         tick.tick().await;
         let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
         for r in replicas {
             let now = r.now_ms();
+            let leo = r.log.lock().log_end_offset();
             let req = {
                 let mut st = r.state.lock();
                 let Role::Leader { epoch } = st.role else { continue };
+                for p in st.followers.values_mut() {
+                    p.observe_leader_end(leo, now);
+                }
                 if st.isr_change_in_flight {
                     continue;
                 }
@@ -322,30 +352,40 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 }
             };
             tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");
-            let mut admin = AdminClient::new(channels[next_channel % channels.len()].clone());
-            let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
-            let state = match resp {
-                Ok(Ok(resp)) => {
-                    let resp = resp.into_inner();
-                    if resp.error_code != 0 {
-                        tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
-                    }
-                    resp.state
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "ISR change failed");
-                    next_channel += 1;
-                    None
-                }
-                Err(_) => {
-                    next_channel += 1;
-                    None
-                }
+            // Sent concurrently (a bounded number at a time), so that thousands of partitions
+            // catching up together are not served one round trip after another.
+            let Ok(permit) = in_flight.clone().acquire_owned().await else {
+                return;
             };
-            if let Some(state) = state {
-                r.apply_metadata(&state);
-            }
-            r.state.lock().isr_change_in_flight = false;
+            let channel = channels[next_channel.load(Ordering::Relaxed) % channels.len()].clone();
+            let next_channel = next_channel.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                let mut admin = AdminClient::new(channel);
+                let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
+                let state = match resp {
+                    Ok(Ok(resp)) => {
+                        let resp = resp.into_inner();
+                        if resp.error_code != 0 {
+                            tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
+                        }
+                        resp.state
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "ISR change failed");
+                        next_channel.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                    Err(_) => {
+                        next_channel.fetch_add(1, Ordering::Relaxed);
+                        None
+                    }
+                };
+                if let Some(state) = state {
+                    r.apply_metadata(&state);
+                }
+                r.state.lock().isr_change_in_flight = false;
+            });
         }
     }
 }

@@ -36,7 +36,9 @@ impl Default for DataConfig {
         Self {
             log: LogConfig::default(),
             replica_lag_max_ms: 10_000,
-            replica_fetch_wait_ms: 500,
+            // A parked fetch returns as soon as records arrive, so a long wait costs no latency;
+            // it only spares idle partitions a round trip.
+            replica_fetch_wait_ms: 10_000,
             replica_fetch_max_bytes: 8 << 20,
         }
     }
@@ -58,6 +60,8 @@ pub struct BrokerCore {
     pub throttle: crate::throttle::Throttle,
     /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
     pub dynamic_config: RwLock<HashMap<String, String>>,
+    /// One connection per peer broker, shared by every partition's replication stream.
+    channels: Mutex<HashMap<String, tonic::transport::Channel>>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -102,6 +106,7 @@ impl BrokerCore {
             view: RwLock::new(ClusterView::default()),
             throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
+            channels: Mutex::new(HashMap::new()),
             fetchers: Mutex::new(HashMap::new()),
         })
     }
@@ -159,6 +164,17 @@ impl BrokerCore {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The shared connection to a peer broker at `endpoint`.
+    pub fn channel_to(&self, endpoint: &str) -> Option<tonic::transport::Channel> {
+        let mut channels = self.channels.lock();
+        if let Some(c) = channels.get(endpoint) {
+            return Some(c.clone());
+        }
+        let c = crate::fetcher::broker_channel(endpoint)?;
+        channels.insert(endpoint.to_string(), c.clone());
+        Some(c)
     }
 
     /// The gRPC endpoint of a registered broker.

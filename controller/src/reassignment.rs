@@ -100,7 +100,7 @@ pub struct Submitted {
 
 /// Starts a reassignment to `target`, or supersedes the running one. A superseding request keeps
 /// the first request's original replicas, so a later cancel restores them. Replicas added by the
-/// superseded request and not wanted any more leave the replica set and the ISR.
+/// superseded request and not wanted any more are removed when the new target completes.
 pub fn submit(
     state: &PartitionState,
     existing: Option<&ReassignmentRecord>,
@@ -118,7 +118,13 @@ pub fn submit(
             .filter(|r| !state.adding.contains(r))
             .collect(),
     };
-    let (replicas, adding, removing) = replica_sets(&original, target);
+    // Removing is taken against the current replicas, not the originals: a replica added by a
+    // superseded request (perhaps the only one in sync) stays until the new target is in sync,
+    // so superseding never shrinks the ISR. Adding stays relative to the originals, so a
+    // replica still copying for the earlier request keeps its throttle.
+    let removing: Vec<i32> = state.replicas.iter().copied().filter(|r| !target.contains(r)).collect();
+    let adding: Vec<i32> = target.iter().copied().filter(|r| !original.contains(r)).collect();
+    let replicas: Vec<i32> = target.iter().chain(removing.iter()).copied().collect();
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| replicas.contains(r)).collect();
     let leader = leader_within(state.leader, &replicas, &isr, live);
     let next = bump(
@@ -287,9 +293,10 @@ mod tests {
         let rec2 = second.record.clone().unwrap();
         assert_eq!(rec2.original, vec![3, 1, 2]);
         assert!(
-            !second.state.replicas.contains(&4),
-            "the superseded adding replica leaves"
+            second.state.removing.contains(&4),
+            "the superseded adding replica leaves at completion"
         );
+        assert_eq!(target_of(&second.state), vec![1, 2, 5]);
         let back = cancel(&second.state, &rec2, &all, false).unwrap();
         assert_eq!(back.replicas, vec![3, 1, 2]);
         assert!(back.adding.is_empty() && back.removing.is_empty());

@@ -97,7 +97,7 @@ fn settle(w: &mut World) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(2000))]
     #[test]
     fn histories_keep_the_invariants(steps in proptest::collection::vec(step(), 1..40)) {
         let mut w = World {

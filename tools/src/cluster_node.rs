@@ -143,7 +143,10 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             // A joining node may not know its peers yet: talk to itself.
             metastore::Client::new(&[o.listen.to_string()])
         })?;
-        let mut routes = tonic::service::Routes::new(AdminServer::new(AdminService::new(client.clone())));
+        let admin = AdminServer::new(AdminService::new(client.clone()))
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30);
+        let mut routes = tonic::service::Routes::new(admin);
         if let Some(b) = &broker {
             routes = routes.add_service(b.service());
         }

@@ -1,0 +1,143 @@
+//! Measures reassignment at scale on a running cluster, with empty partitions so that only
+//! metadata moves: the time to commit one submit of N partitions, the time until every move has
+//! completed (every adding replica exists on its broker and has joined the ISR), and the time to
+//! commit a cancel-all over N pending moves. Prints a table and JSON lines.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use broker::ClusterClient;
+use clap::Parser;
+use proto::ferry::*;
+
+/// Reassignment scale benchmark.
+#[derive(Parser)]
+struct Args {
+    /// Quorum nodes, HOST:PORT[,...].
+    #[arg(long, default_value = "127.0.0.1:7701")]
+    bootstrap_server: String,
+    /// Partition counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10000")]
+    partitions: Vec<u32>,
+    /// Server process ids, for their peak resident memory.
+    #[arg(long, value_delimiter = ',')]
+    server_pids: Vec<u32>,
+    /// Give up waiting for completion after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_s: u64,
+}
+
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> anyhow::Result<()> {
+    let req = AlterPartitionReassignmentsRequest {
+        partitions: (0..n)
+            .map(|p| ReassignmentTarget {
+                topic: topic.to_string(),
+                partition: p,
+                replicas: target.map(|b| Replicas { brokers: vec![b] }),
+            })
+            .collect(),
+        throttle_rate: None,
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.alter_partition_reassignments(req).await }
+        })
+        .await?;
+    if r.error_code != 0 {
+        bail!("submit refused: {}", r.error_message);
+    }
+    Ok(())
+}
+
+async fn pending(c: &ClusterClient) -> anyhow::Result<usize> {
+    let r = c
+        .admin_call(|mut a| async move {
+            a.list_partition_reassignments(ListPartitionReassignmentsRequest { partitions: vec![] })
+                .await
+        })
+        .await?;
+    Ok(r.reassignments.len())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
+    let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
+    println!("partitions  create_s  submit_s  complete_s  cancel_all_s  peak_rss_mib");
+    for n in a.partitions {
+        let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
+        let t = Instant::now();
+        let req = CreateTopicsRequest {
+            topics: vec![NewTopic {
+                topic: topic.clone(),
+                partitions: -1,
+                replication_factor: -1,
+                assignment: (0..n).map(|_| Replicas { brokers: vec![1] }).collect(),
+                config: Default::default(),
+            }],
+            validate_only: false,
+        };
+        let r = c
+            .admin_call(|mut a| {
+                let req = req.clone();
+                async move { a.create_topics(req).await }
+            })
+            .await
+            .context("creating the topic")?;
+        if let Some(e) = r.results.iter().find(|r| r.error_code != 0) {
+            bail!("create refused: {}", e.error_message);
+        }
+        let create_s = t.elapsed().as_secs_f64();
+
+        let t = Instant::now();
+        alter(&c, &topic, n, Some(2)).await?;
+        let submit_s = t.elapsed().as_secs_f64();
+        let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
+        while pending(&c).await? > 0 {
+            if Instant::now() > deadline {
+                bail!("moves still pending after {} s", a.timeout_s);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let complete_s = t.elapsed().as_secs_f64();
+
+        // Pending moves to a broker for cancel-all to roll back: submit, then cancel at once.
+        alter(&c, &topic, n, Some(3)).await?;
+        let t = Instant::now();
+        let r = c
+            .admin_call(|mut a| async move { a.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
+            .await?;
+        let cancel_s = t.elapsed().as_secs_f64();
+        let cancelled = r.cancelled.len();
+        c.admin_call(|mut a| async move { a.remove_cancel(RemoveCancelRequest {}).await })
+            .await?;
+        let peak = a
+            .server_pids
+            .iter()
+            .filter_map(|p| peak_rss_mib(*p))
+            .fold(0.0f64, f64::max);
+        println!("{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {complete_s:>10.2}  {cancel_s:>12.2}  {peak:>12.0}");
+        println!(
+            "{}",
+            serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
+                "complete_s": complete_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
+        );
+        let del = DeleteTopicsRequest { topics: vec![topic] };
+        c.admin_call(|mut a| {
+            let req = del.clone();
+            async move { a.delete_topics(req).await }
+        })
+        .await?;
+    }
+    Ok(())
+}
