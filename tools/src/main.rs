@@ -6,6 +6,7 @@ mod dev;
 mod kv;
 mod members;
 mod node_cmd;
+mod reassign;
 mod topics;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +36,8 @@ enum Command {
     Produce(data::ProduceArgs),
     /// Print records, one per line.
     Consume(data::ConsumeArgs),
+    /// Move partition replicas (like kafka-reassign-partitions.sh).
+    Reassign(reassign::ReassignArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -103,6 +106,10 @@ async fn run(cli: Cli) {
         Command::Consume(a) => {
             init_tracing("warn");
             data::consume(a).await
+        }
+        Command::Reassign(a) => {
+            init_tracing("warn");
+            reassign::run(a).await
         }
     };
     if let Err(e) = result {

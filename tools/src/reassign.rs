@@ -1,0 +1,404 @@
+//! `ferry reassign`: kafka-reassign-partitions.sh's actions, flags, files and messages over the
+//! `Admin` service. Throttles given here belong to the reassignment and go when it ends.
+
+use std::collections::BTreeSet;
+
+use anyhow::bail;
+use broker::ClusterClient;
+use clap::{ArgGroup, Args};
+use proto::ferry::*;
+use serde::{Deserialize, Serialize};
+
+use crate::{Bootstrap, ExitCode};
+
+/// Flags of `ferry reassign`.
+#[derive(Args)]
+#[command(group(ArgGroup::new("action").required(true)
+    .args(["execute", "verify", "cancel", "list", "cancel_all", "remove_cancel"])))]
+pub struct ReassignArgs {
+    #[command(flatten)]
+    bootstrap: Bootstrap,
+    /// Start the reassignment in the file.
+    #[arg(long)]
+    execute: bool,
+    /// Report the status of the reassignment in the file.
+    #[arg(long)]
+    verify: bool,
+    /// Cancel the file's partitions' reassignments, restoring their original replicas.
+    #[arg(long)]
+    cancel: bool,
+    /// List the running reassignments.
+    #[arg(long)]
+    list: bool,
+    /// Cancel every running reassignment and refuse new ones until --remove-cancel.
+    #[arg(long)]
+    cancel_all: bool,
+    /// Remove the marker left by --cancel-all.
+    #[arg(long)]
+    remove_cancel: bool,
+    /// The reassignment JSON file.
+    #[arg(long)]
+    reassignment_json_file: Option<std::path::PathBuf>,
+    /// Replication throttle in bytes/s for the moving replicas; removed when the move ends.
+    #[arg(long)]
+    throttle: Option<i64>,
+    /// Execute even while other reassignments run.
+    #[arg(long)]
+    additional: bool,
+    /// Accepted for compatibility: Ferry never removes throttles set by hand.
+    #[arg(long)]
+    preserve_throttles: bool,
+}
+
+/// One partition of a reassignment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// Topic.
+    pub topic: String,
+    /// Partition.
+    pub partition: u32,
+    /// Target replicas.
+    pub replicas: Vec<i32>,
+    /// Per replica, `"any"` or an absolute path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_dirs: Option<Vec<String>>,
+    /// The cancellation proposal's original replicas; accepted and ignored on input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_replicas: Option<Vec<i32>>,
+}
+
+/// Kafka's reassignment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReassignmentFile {
+    /// Always 1.
+    pub version: i32,
+    /// The partitions.
+    pub partitions: Vec<FileEntry>,
+}
+
+/// Files larger than this are refused before parsing.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Parses and checks a reassignment file; errors name the line or the partition.
+pub fn parse_file(text: &str) -> anyhow::Result<ReassignmentFile> {
+    let f: ReassignmentFile = serde_json::from_str(text).map_err(|e| anyhow::anyhow!("reassignment file: {e}"))?;
+    if f.version != 1 {
+        bail!("reassignment file: unknown version {}; only 1 is supported", f.version);
+    }
+    let mut seen = BTreeSet::new();
+    for e in &f.partitions {
+        let name = format!("{}-{}", e.topic, e.partition);
+        if !seen.insert((e.topic.clone(), e.partition)) {
+            bail!("reassignment file: partition {name} appears twice");
+        }
+        if e.replicas.is_empty() {
+            bail!("reassignment file: partition {name}: empty replica list");
+        }
+        if let Some(b) = e.replicas.iter().find(|b| **b < 0) {
+            bail!("reassignment file: partition {name}: broker id {b} is negative");
+        }
+        let mut brokers = BTreeSet::new();
+        if let Some(b) = e.replicas.iter().find(|b| !brokers.insert(**b)) {
+            bail!("reassignment file: partition {name}: broker {b} appears twice");
+        }
+        if let Some(dirs) = &e.log_dirs {
+            if dirs.len() != e.replicas.len() {
+                bail!(
+                    "reassignment file: partition {name}: {} log_dirs for {} replicas",
+                    dirs.len(),
+                    e.replicas.len()
+                );
+            }
+            if let Some(d) = dirs.iter().find(|d| d.as_str() != "any") {
+                bail!("reassignment file: partition {name}: log dir {d:?}: moves to a named dir are not supported yet; use \"any\"");
+            }
+        }
+    }
+    Ok(f)
+}
+
+fn read_file(a: &ReassignArgs) -> anyhow::Result<ReassignmentFile> {
+    let Some(path) = &a.reassignment_json_file else {
+        bail!("--reassignment-json-file is required for this action");
+    };
+    let len = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        .len();
+    if len > MAX_FILE_BYTES {
+        bail!(
+            "{}: {len} bytes is larger than the {MAX_FILE_BYTES} bytes accepted",
+            path.display()
+        );
+    }
+    parse_file(&std::fs::read_to_string(path)?)
+}
+
+fn ids(v: &[i32]) -> String {
+    v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+async fn current(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<Vec<(FileEntry, Vec<i32>)>> {
+    let topics: BTreeSet<String> = f.partitions.iter().map(|e| e.topic.clone()).collect();
+    let req = DescribeTopicsRequest {
+        topics: topics.into_iter().collect(),
+    };
+    let d = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.describe_topics(req).await }
+        })
+        .await?;
+    Ok(f.partitions
+        .iter()
+        .map(|e| {
+            let replicas = d
+                .topics
+                .iter()
+                .find(|t| t.topic == e.topic)
+                .and_then(|t| t.partitions.iter().find(|p| p.partition == e.partition))
+                .and_then(|p| p.state.as_ref())
+                .map(|s| s.replicas.clone())
+                .unwrap_or_default();
+            (e.clone(), replicas)
+        })
+        .collect())
+}
+
+async fn running(c: &ClusterClient) -> anyhow::Result<ListPartitionReassignmentsResponse> {
+    Ok(c.admin_call(|mut a| async move {
+        a.list_partition_reassignments(ListPartitionReassignmentsRequest { partitions: vec![] })
+            .await
+    })
+    .await?)
+}
+
+async fn alter(
+    c: &ClusterClient,
+    req: AlterPartitionReassignmentsRequest,
+) -> anyhow::Result<AlterPartitionReassignmentsResponse> {
+    Ok(c.admin_call(|mut a| {
+        let req = req.clone();
+        async move { a.alter_partition_reassignments(req).await }
+    })
+    .await?)
+}
+
+fn print_errors(r: &AlterPartitionReassignmentsResponse) -> anyhow::Error {
+    println!("Error reassigning partition(s):");
+    let bad: Vec<_> = r.results.iter().filter(|x| x.error_code != 0).collect();
+    if bad.is_empty() {
+        println!("{}", r.error_message);
+    }
+    for x in bad {
+        println!("{}-{}: {}", x.topic, x.partition, x.error_message);
+    }
+    ExitCode(1).into()
+}
+
+/// Runs the command.
+pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
+    let c = a.bootstrap.cluster()?;
+    if a.list {
+        let l = running(&c).await?;
+        if l.reassignments.is_empty() {
+            println!("No partition reassignments found.");
+        } else {
+            println!("Current partition reassignments:");
+            for r in &l.reassignments {
+                println!(
+                    "{}-{}: replicas: {}. adding: {}. removing: {}.",
+                    r.topic,
+                    r.partition,
+                    ids(&r.replicas),
+                    ids(&r.adding),
+                    ids(&r.removing)
+                );
+            }
+        }
+        if l.cancel_in_progress {
+            println!("A cancel-all is in force: new reassignments are refused until --remove-cancel.");
+        }
+        return Ok(());
+    }
+    if a.cancel_all {
+        let r = c
+            .admin_call(|mut x| async move { x.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
+            .await?;
+        if r.error_code != 0 {
+            println!("Some reassignments could not be cancelled: {}", r.error_message);
+        }
+        let n = r.cancelled.len();
+        println!(
+            "Successfully cancelled all partition reassignments ({n} partition{}).",
+            plural(n)
+        );
+        println!("New reassignments are refused until --remove-cancel.");
+        return Ok(());
+    }
+    if a.remove_cancel {
+        let r = c
+            .admin_call(|mut x| async move { x.remove_cancel(RemoveCancelRequest {}).await })
+            .await?;
+        println!(
+            "{}",
+            if r.removed {
+                "Removed the cancel-all marker; reassignments may be submitted again."
+            } else {
+                "No cancel-all marker was present."
+            }
+        );
+        return Ok(());
+    }
+    let f = read_file(&a)?;
+    if a.execute {
+        let cur = current(&c, &f).await?;
+        let rollback = ReassignmentFile {
+            version: 1,
+            partitions: cur
+                .iter()
+                .map(|(e, replicas)| FileEntry {
+                    topic: e.topic.clone(),
+                    partition: e.partition,
+                    replicas: replicas.clone(),
+                    log_dirs: Some(vec!["any".into(); replicas.len()]),
+                    original_replicas: None,
+                })
+                .collect(),
+        };
+        println!("Current partition replica assignment\n");
+        println!("{}\n", serde_json::to_string(&rollback)?);
+        println!("Save this to use as the --reassignment-json-file option during rollback");
+        if !a.additional && !running(&c).await?.reassignments.is_empty() {
+            println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
+            return Err(ExitCode(1).into());
+        }
+        let req = AlterPartitionReassignmentsRequest {
+            partitions: f
+                .partitions
+                .iter()
+                .map(|e| ReassignmentTarget {
+                    topic: e.topic.clone(),
+                    partition: e.partition,
+                    replicas: Some(Replicas {
+                        brokers: e.replicas.clone(),
+                    }),
+                })
+                .collect(),
+            throttle_rate: a.throttle,
+            validate_only: false,
+        };
+        let r = alter(&c, req).await?;
+        if r.error_code != 0 {
+            return Err(print_errors(&r));
+        }
+        if let Some(t) = a.throttle {
+            println!("The inter-broker throttle limit was set to {t} B/s. It belongs to this reassignment and is removed when it ends; no --verify is needed.");
+        }
+        let names: Vec<String> = f
+            .partitions
+            .iter()
+            .map(|e| format!("{}-{}", e.topic, e.partition))
+            .collect();
+        println!(
+            "Successfully started partition reassignment{} for {}",
+            plural(names.len()),
+            names.join(",")
+        );
+        return Ok(());
+    }
+    let l = running(&c).await?;
+    let moving: BTreeSet<(String, u32)> = l.reassignments.iter().map(|r| (r.topic.clone(), r.partition)).collect();
+    if a.verify {
+        println!("Status of partition reassignment:");
+        for (e, replicas) in current(&c, &f).await? {
+            let name = format!("{}-{}", e.topic, e.partition);
+            if moving.contains(&(e.topic.clone(), e.partition)) {
+                println!("Reassignment of partition {name} is still in progress.");
+            } else if replicas == e.replicas {
+                println!("Reassignment of partition {name} is completed.");
+            } else {
+                println!(
+                    "There is no active reassignment of partition {name}, but replica set is {} rather than {}.",
+                    ids(&replicas),
+                    ids(&e.replicas)
+                );
+            }
+        }
+        return Ok(());
+    }
+    // --cancel
+    let active: Vec<&FileEntry> = f
+        .partitions
+        .iter()
+        .filter(|e| moving.contains(&(e.topic.clone(), e.partition)))
+        .collect();
+    if active.is_empty() {
+        println!("None of the specified partition reassignments are active.");
+        return Ok(());
+    }
+    let req = AlterPartitionReassignmentsRequest {
+        partitions: active
+            .iter()
+            .map(|e| ReassignmentTarget {
+                topic: e.topic.clone(),
+                partition: e.partition,
+                replicas: None,
+            })
+            .collect(),
+        throttle_rate: None,
+        validate_only: false,
+    };
+    let r = alter(&c, req).await?;
+    if r.error_code != 0 {
+        return Err(print_errors(&r));
+    }
+    let names: Vec<String> = active.iter().map(|e| format!("{}-{}", e.topic, e.partition)).collect();
+    println!(
+        "Successfully cancelled partition reassignment{} for: {}",
+        plural(names.len()),
+        names.join(",")
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_checked_with_the_partition_or_line_named() {
+        let ok =
+            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}"#;
+        assert_eq!(parse_file(ok).unwrap().partitions[0].replicas, vec![1, 2]);
+        let err = |s: &str| parse_file(s).unwrap_err().to_string();
+        assert!(err(r#"{"version":1,"partitions":[{"topic":"t","#).contains("line 1"));
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":"x","replicas":[1]}]}"#)
+                .contains("invalid type")
+        );
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","replicas":[1]}]}"#).contains("missing field `partition`")
+        );
+        assert!(err(r#"{"version":2,"partitions":[]}"#).contains("unknown version 2"));
+        let dup = r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}"#;
+        assert!(err(dup).contains("t-0 appears twice"));
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[-1]}]}"#)
+                .contains("t-1: broker id -1 is negative")
+        );
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1],"log_dirs":[]}]}"#)
+                .contains("0 log_dirs for 1 replicas")
+        );
+    }
+}
