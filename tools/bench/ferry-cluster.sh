@@ -7,14 +7,17 @@ stop_all() {
   pids=()
 }
 
+start_ferry_node() { # id base port; sets pids[id - 1]
+  local id=$1 base=$2
+  local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
+  RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
+    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" >>"$work/ferry$id.log" 2>&1 &
+  pids[id - 1]=$!
+}
+
 start_ferry_cluster() { # base port
   local base=$1
-  local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
-  for id in 1 2 3; do
-    RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
-      --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" >"$work/ferry$id.log" 2>&1 &
-    pids+=($!)
-  done
+  for id in 1 2 3; do start_ferry_node "$id" "$base"; done
   endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
   server_pids=$(IFS=,; echo "${pids[*]}")
   for _ in $(seq 1 300); do
