@@ -681,3 +681,84 @@ mod tests {
         }
     }
 }
+
+/// A proposal for `--generate`: each partition keeps the replicas it has on the listed brokers
+/// and gets the missing ones from the least-loaded listed brokers (preferring racks it does not
+/// use yet, when `rack_aware`), so that as few replicas as possible move. Errors when a partition
+/// needs more replicas than there are brokers.
+pub fn propose_moves(
+    current: &[Vec<i32>],
+    brokers: &[BrokerSlot],
+    rack_aware: bool,
+) -> Result<Vec<Vec<i32>>, PlacementError> {
+    let mut load: BTreeMap<i32, usize> = brokers.iter().map(|b| (b.id, 0)).collect();
+    let rack_of = |id: i32| brokers.iter().find(|b| b.id == id).and_then(|b| b.rack.clone());
+    let kept: Vec<Vec<i32>> = current
+        .iter()
+        .map(|rs| rs.iter().copied().filter(|r| load.contains_key(r)).collect())
+        .collect();
+    for k in &kept {
+        for r in k {
+            *load.entry(*r).or_default() += 1;
+        }
+    }
+    let mut out = Vec::with_capacity(current.len());
+    for (rs, mut keep) in current.iter().zip(kept) {
+        if rs.len() > brokers.len() {
+            return Err(PlacementError::ReplicationFactor {
+                requested: rs.len() as u32,
+                available: brokers.len(),
+            });
+        }
+        while keep.len() < rs.len() {
+            let used_racks: BTreeSet<String> = keep.iter().filter_map(|r| rack_of(*r)).collect();
+            let pick = load
+                .iter()
+                .filter(|(b, _)| !keep.contains(b))
+                .min_by_key(|(b, n)| {
+                    let rack_clash = rack_aware && rack_of(**b).is_some_and(|r| used_racks.contains(&r));
+                    (rack_clash, **n, **b)
+                })
+                .map(|(b, _)| *b);
+            let Some(b) = pick else { break };
+            keep.push(b);
+            *load.entry(b).or_default() += 1;
+        }
+        out.push(keep);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod propose_tests {
+    use super::*;
+
+    fn slots(ids: &[(i32, &str)]) -> Vec<BrokerSlot> {
+        ids.iter()
+            .map(|(id, rack)| BrokerSlot {
+                id: *id,
+                rack: (!rack.is_empty()).then(|| rack.to_string()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keeps_what_it_can_and_fills_from_the_least_loaded() {
+        let b = slots(&[(1, ""), (2, ""), (4, "")]);
+        let p = propose_moves(&[vec![1, 2, 3], vec![3, 1, 2]], &b, true).unwrap();
+        assert_eq!(p, vec![vec![1, 2, 4], vec![1, 2, 4]]);
+        // Nothing to move when every replica is on a listed broker.
+        let p = propose_moves(&[vec![2, 1]], &b, true).unwrap();
+        assert_eq!(p, vec![vec![2, 1]]);
+    }
+
+    #[test]
+    fn prefers_an_unused_rack_and_refuses_too_few_brokers() {
+        let b = slots(&[(1, "a"), (2, "a"), (3, "b"), (4, "b")]);
+        let p = propose_moves(&[vec![1, 9]], &b, true).unwrap();
+        assert_eq!(p, vec![vec![1, 3]]);
+        let p = propose_moves(&[vec![1, 9]], &b, false).unwrap();
+        assert_eq!(p, vec![vec![1, 2]]);
+        assert!(propose_moves(&[vec![1, 2, 3, 4, 5]], &b, true).is_err());
+    }
+}

@@ -124,6 +124,32 @@ async fn reassign_prints_kafkas_lines() {
     })
     .await;
 
+    // --generate keeps what it can and fills from the least-loaded listed brokers.
+    let topics = dir.path().join("topics.json");
+    std::fs::write(&topics, r#"{"topics":[{"topic":"t"}],"version":1}"#).unwrap();
+    let topics_s = topics.to_string_lossy().into_owned();
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        run(b(&[
+            "reassign",
+            "--generate",
+            "--topics-to-move-json-file",
+            &topics_s,
+            "--broker-list",
+            "2,3,4",
+        ]))
+    });
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        concat!(
+            "Current partition replica assignment\n",
+            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]},{"topic":"t","partition":1,"replicas":[3,4],"log_dirs":["any","any"]}]}"#,
+            "\n\nProposed partition reassignment configuration\n",
+            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3],"log_dirs":["any","any"]},{"topic":"t","partition":1,"replicas":[3,4],"log_dirs":["any","any"]}]}"#,
+            "\n"
+        )
+    );
+
     // Bad files: a clear error, a non-zero exit, nothing changed.
     let before = tests::reassign::snapshot(&f.meta).await;
     for (body, needle) in [

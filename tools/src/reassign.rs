@@ -14,10 +14,22 @@ use crate::{Bootstrap, ExitCode};
 /// Flags of `ferry reassign`.
 #[derive(Args)]
 #[command(group(ArgGroup::new("action").required(true)
-    .args(["execute", "verify", "cancel", "list", "cancel_all", "remove_cancel"])))]
+    .args(["generate", "execute", "verify", "cancel", "list", "cancel_all", "remove_cancel"])))]
 pub struct ReassignArgs {
     #[command(flatten)]
     bootstrap: Bootstrap,
+    /// Propose a reassignment of the topics in --topics-to-move-json-file onto --broker-list.
+    #[arg(long)]
+    generate: bool,
+    /// `{"version":1,"topics":[{"topic":"t"}]}`, for --generate.
+    #[arg(long)]
+    topics_to_move_json_file: Option<std::path::PathBuf>,
+    /// Brokers to place replicas on, for --generate: 1,2,3.
+    #[arg(long, value_delimiter = ',')]
+    broker_list: Vec<i32>,
+    /// Ignore racks in --generate.
+    #[arg(long)]
+    disable_rack_aware: bool,
     /// Start the reassignment in the file.
     #[arg(long)]
     execute: bool,
@@ -78,6 +90,24 @@ pub struct ReassignmentFile {
     pub partitions: Vec<FileEntry>,
 }
 
+/// Kafka's topics-to-move file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicsFile {
+    /// Always 1.
+    pub version: i32,
+    /// The topics.
+    pub topics: Vec<TopicName>,
+}
+
+/// One topic of a topics-to-move file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicName {
+    /// The topic.
+    pub topic: String,
+}
+
 /// Files larger than this are refused before parsing.
 const MAX_FILE_BYTES: u64 = 64 << 20;
 
@@ -119,9 +149,9 @@ pub fn parse_file(text: &str) -> anyhow::Result<ReassignmentFile> {
     Ok(f)
 }
 
-fn read_file(a: &ReassignArgs) -> anyhow::Result<ReassignmentFile> {
-    let Some(path) = &a.reassignment_json_file else {
-        bail!("--reassignment-json-file is required for this action");
+fn read_text(path: Option<&std::path::PathBuf>, flag: &str) -> anyhow::Result<String> {
+    let Some(path) = path else {
+        bail!("{flag} is required for this action");
     };
     let len = std::fs::metadata(path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
@@ -132,7 +162,93 @@ fn read_file(a: &ReassignArgs) -> anyhow::Result<ReassignmentFile> {
             path.display()
         );
     }
-    parse_file(&std::fs::read_to_string(path)?)
+    Ok(std::fs::read_to_string(path)?)
+}
+
+fn read_file(a: &ReassignArgs) -> anyhow::Result<ReassignmentFile> {
+    parse_file(&read_text(
+        a.reassignment_json_file.as_ref(),
+        "--reassignment-json-file",
+    )?)
+}
+
+fn assignment_json(entries: &[(String, u32, Vec<i32>)]) -> anyhow::Result<String> {
+    let f = ReassignmentFile {
+        version: 1,
+        partitions: entries
+            .iter()
+            .map(|(topic, partition, replicas)| FileEntry {
+                topic: topic.clone(),
+                partition: *partition,
+                replicas: replicas.clone(),
+                log_dirs: Some(vec!["any".into(); replicas.len()]),
+                original_replicas: None,
+            })
+            .collect(),
+    };
+    Ok(serde_json::to_string(&f)?)
+}
+
+/// `--generate`: the current assignment of the topics and a proposal that keeps what it can.
+async fn generate(c: &ClusterClient, a: &ReassignArgs) -> anyhow::Result<()> {
+    let text = read_text(a.topics_to_move_json_file.as_ref(), "--topics-to-move-json-file")?;
+    let f: TopicsFile = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("topics file: {e}"))?;
+    if f.version != 1 {
+        bail!("topics file: unknown version {}; only 1 is supported", f.version);
+    }
+    if a.broker_list.is_empty() {
+        bail!("--broker-list is required with --generate");
+    }
+    let cluster = c
+        .admin_call(|mut x| async move { x.describe_cluster(DescribeClusterRequest {}).await })
+        .await?;
+    let mut slots = Vec::new();
+    for id in &a.broker_list {
+        let Some(b) = cluster.brokers.iter().find(|b| b.id == *id) else {
+            bail!("--broker-list: broker {id} is not registered");
+        };
+        slots.push(controller::placement::BrokerSlot {
+            id: *id,
+            rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
+        });
+    }
+    let req = DescribeTopicsRequest {
+        topics: f.topics.iter().map(|t| t.topic.clone()).collect(),
+    };
+    let d = c
+        .admin_call(|mut x| {
+            let req = req.clone();
+            async move { x.describe_topics(req).await }
+        })
+        .await?;
+    if let Some(t) = d.topics.iter().find(|t| t.error_code != 0) {
+        bail!("{}", t.error_message);
+    }
+    let current: Vec<(String, u32, Vec<i32>)> = d
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    t.topic.clone(),
+                    p.partition,
+                    p.state.clone().unwrap_or_default().replicas,
+                )
+            })
+        })
+        .collect();
+    let lists: Vec<Vec<i32>> = current.iter().map(|(_, _, r)| r.clone()).collect();
+    let proposal = controller::placement::propose_moves(&lists, &slots, !a.disable_rack_aware)?;
+    let proposed: Vec<(String, u32, Vec<i32>)> = current
+        .iter()
+        .zip(proposal)
+        .map(|((t, p, _), r)| (t.clone(), *p, r))
+        .collect();
+    println!("Current partition replica assignment");
+    println!("{}\n", assignment_json(&current)?);
+    println!("Proposed partition reassignment configuration");
+    println!("{}", assignment_json(&proposed)?);
+    Ok(())
 }
 
 fn ids(v: &[i32]) -> String {
@@ -259,24 +375,18 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if a.generate {
+        return generate(&c, &a).await;
+    }
     let f = read_file(&a)?;
     if a.execute {
         let cur = current(&c, &f).await?;
-        let rollback = ReassignmentFile {
-            version: 1,
-            partitions: cur
-                .iter()
-                .map(|(e, replicas)| FileEntry {
-                    topic: e.topic.clone(),
-                    partition: e.partition,
-                    replicas: replicas.clone(),
-                    log_dirs: Some(vec!["any".into(); replicas.len()]),
-                    original_replicas: None,
-                })
-                .collect(),
-        };
+        let rollback: Vec<(String, u32, Vec<i32>)> = cur
+            .iter()
+            .map(|(e, r)| (e.topic.clone(), e.partition, r.clone()))
+            .collect();
         println!("Current partition replica assignment\n");
-        println!("{}\n", serde_json::to_string(&rollback)?);
+        println!("{}\n", assignment_json(&rollback)?);
         println!("Save this to use as the --reassignment-json-file option during rollback");
         if !a.additional && !running(&c).await?.reassignments.is_empty() {
             println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
