@@ -187,6 +187,39 @@ async fn bad_requests_get_kafka_codes_and_change_nothing() {
         .into_inner();
     assert_eq!(ErrorCode(r.error_code), ErrorCode::FENCED_LEADER_EPOCH);
 
+    // ElectLeaders: nothing to do where the preferred replica leads; an unknown partition is named.
+    let req = ElectLeadersRequest {
+        partitions: vec![
+            TopicPartition {
+                topic: "good".into(),
+                partition: 0,
+            },
+            TopicPartition {
+                topic: "good".into(),
+                partition: 9,
+            },
+        ],
+        unclean: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.elect_leaders(req).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ErrorCode(r.results[0].error_code),
+        ErrorCode::ELECTION_NOT_NEEDED,
+        "{:?}",
+        r.results[0]
+    );
+    assert_eq!(
+        ErrorCode(r.results[1].error_code),
+        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    assert!(r.results[1].error_message.contains("good-9"), "{:?}", r.results[1]);
+
     // Nothing changed: same topics, same partitions, and no record was written.
     let after = topics(&c).await;
     assert_eq!(before, after);
