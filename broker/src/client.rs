@@ -12,7 +12,7 @@ use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::*;
 use tonic::transport::Channel;
 
-use crate::fetcher::broker_channel;
+use metastore::peers::{channel as broker_channel, Peers};
 
 /// What a data call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -54,14 +54,14 @@ pub struct ClusterClient {
     next_admin: Arc<Mutex<usize>>,
     leaders: Arc<Mutex<HashMap<(String, u32), i32>>>,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    channels: Peers,
     timeout: Duration,
 }
 
 impl ClusterClient {
     /// A client of the quorum nodes at `bootstrap` (HOST:PORT each).
     pub fn new(bootstrap: &[String]) -> Result<Self, DataError> {
-        let admin: Vec<Channel> = bootstrap.iter().filter_map(|b| broker_channel(b)).collect();
+        let admin: Vec<Channel> = bootstrap.iter().filter_map(|b| broker_channel(b).ok()).collect();
         if admin.is_empty() || admin.len() != bootstrap.len() {
             return Err(DataError::Unreachable(format!(
                 "invalid bootstrap server list {bootstrap:?}"
@@ -183,15 +183,10 @@ impl ClusterClient {
                 format!("leader {leader} is not registered"),
             )
         })?;
-        let mut channels = self.channels.lock();
-        let ch = match channels.get(&endpoint) {
-            Some(c) => c.clone(),
-            None => {
-                let c = broker_channel(&endpoint).ok_or_else(|| DataError::Unreachable(endpoint.clone()))?;
-                channels.insert(endpoint, c.clone());
-                c
-            }
-        };
+        let ch = self
+            .channels
+            .channel(&endpoint)
+            .map_err(|e| DataError::Unreachable(format!("{endpoint}: {e}")))?;
         Ok(BrokerClient::new(ch)
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30))

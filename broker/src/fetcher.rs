@@ -17,17 +17,6 @@ use crate::replica_manager::BrokerCore;
 
 const RETRY: Duration = Duration::from_millis(200);
 
-/// A lazily connected channel to a broker.
-pub fn broker_channel(endpoint: &str) -> Option<Channel> {
-    tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
-        .ok()
-        .map(|e| {
-            e.connect_timeout(Duration::from_secs(2))
-                .tcp_nodelay(true)
-                .connect_lazy()
-        })
-}
-
 fn client(channel: Channel) -> BrokerClient<Channel> {
     BrokerClient::new(channel)
         .max_decoding_message_size(1 << 30)
@@ -68,7 +57,10 @@ enum FetchError {
 
 async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u32) -> Result<(), FetchError> {
     let endpoint = core.endpoint_of(leader).ok_or(FetchError::NoEndpoint(leader))?;
-    let channel = core.channel_to(&endpoint).ok_or(FetchError::NoEndpoint(leader))?;
+    let channel = core
+        .channels
+        .channel(&endpoint)
+        .map_err(|_| FetchError::NoEndpoint(leader))?;
     let mut c = client(channel);
 
     // Drop what this replica has beyond the leader's end of our last epoch: that tail was

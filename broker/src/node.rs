@@ -307,7 +307,10 @@ async fn follow_config(core: Arc<BrokerCore>, client: Client) {
 /// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
 /// so, asks the controller; the answer (or the metadata watch) brings the new state.
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
-    let channels: Vec<_> = quorum.iter().filter_map(|q| fetcher::broker_channel(q)).collect();
+    let channels: Vec<_> = quorum
+        .iter()
+        .filter_map(|q| metastore::peers::channel(q).ok())
+        .collect();
     if channels.is_empty() {
         tracing::error!("no quorum address to send ISR changes to");
         return;

@@ -61,7 +61,7 @@ pub struct BrokerCore {
     /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
     pub dynamic_config: RwLock<HashMap<String, String>>,
     /// One connection per peer broker, shared by every partition's replication stream.
-    channels: Mutex<HashMap<String, tonic::transport::Channel>>,
+    pub channels: metastore::peers::Peers,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -106,7 +106,7 @@ impl BrokerCore {
             view: RwLock::new(ClusterView::default()),
             throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
-            channels: Mutex::new(HashMap::new()),
+            channels: Default::default(),
             fetchers: Mutex::new(HashMap::new()),
         })
     }
@@ -164,17 +164,6 @@ impl BrokerCore {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    /// The shared connection to a peer broker at `endpoint`.
-    pub fn channel_to(&self, endpoint: &str) -> Option<tonic::transport::Channel> {
-        let mut channels = self.channels.lock();
-        if let Some(c) = channels.get(endpoint) {
-            return Some(c.clone());
-        }
-        let c = crate::fetcher::broker_channel(endpoint)?;
-        channels.insert(endpoint.to_string(), c.clone());
-        Some(c)
     }
 
     /// The gRPC endpoint of a registered broker.

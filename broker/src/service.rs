@@ -48,14 +48,20 @@ fn storage_error(r: &Replica, e: impl std::fmt::Display) -> ReplicaError {
 }
 
 impl BrokerService {
-    fn topic_config(&self, topic: &str) -> std::collections::HashMap<String, String> {
-        self.core
-            .view
-            .read()
+    /// The topic's `min.insync.replicas` and `max.message.bytes`, read without copying its configs
+    /// (this runs for every produce).
+    fn produce_limits(&self, topic: &str) -> (usize, u64) {
+        let view = self.core.view.read();
+        let none = std::collections::HashMap::new();
+        let config = view
             .topics
             .get(topic)
-            .and_then(|t| t.record.as_ref().map(|r| r.config.clone()))
-            .unwrap_or_default()
+            .and_then(|t| t.record.as_ref())
+            .map_or(&none, |r| &r.config);
+        (
+            topic_config::min_insync_replicas(config),
+            topic_config::max_message_bytes(config),
+        )
     }
 
     async fn produce_inner(&self, req: ProduceRequest) -> Result<i64, ReplicaError> {
@@ -72,9 +78,8 @@ impl BrokerService {
             ));
         }
         let r = self.core.replica(&req.topic, req.partition)?;
-        let config = self.topic_config(&req.topic);
+        let (min_isr, max) = self.produce_limits(&req.topic);
         let size = BATCH_OVERHEAD + req.records.iter().map(|v| v.len() + RECORD_OVERHEAD).sum::<usize>();
-        let max = topic_config::max_message_bytes(&config);
         if size as u64 > max {
             return Err(ReplicaError::new(
                 ErrorCode::MESSAGE_TOO_LARGE,
@@ -93,7 +98,6 @@ impl BrokerService {
                     .err()
                     .unwrap_or_else(|| ReplicaError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, "leadership moved")));
             };
-            let min_isr = topic_config::min_insync_replicas(&config);
             if req.acks == -1 && st.meta.isr.len() < min_isr {
                 return Err(ReplicaError::new(
                     ErrorCode::NOT_ENOUGH_REPLICAS,

@@ -28,16 +28,19 @@ fn first_clean_leader(state: &PartitionState, live: &BTreeSet<i32>) -> Option<i3
         .find(|r| live.contains(r) && state.isr.contains(r))
 }
 
-/// Finishes a change: bumps the epochs that must move, or returns `None` when nothing changed.
-fn finish(old: &PartitionState, mut new: PartitionState) -> Option<PartitionState> {
-    if new == *old {
-        return None;
-    }
+/// Stamps a changed state with its epochs: the leader epoch moves when the leader changed, the
+/// partition epoch always. Every partition change goes through here.
+pub fn bump_epochs(old: &PartitionState, mut new: PartitionState) -> PartitionState {
     if new.leader != old.leader {
         new.leader_epoch = old.leader_epoch + 1;
     }
     new.partition_epoch = old.partition_epoch + 1;
-    Some(new)
+    new
+}
+
+/// Finishes a change: bumps the epochs that must move, or returns `None` when nothing changed.
+fn finish(old: &PartitionState, new: PartitionState) -> Option<PartitionState> {
+    (new != *old).then(|| bump_epochs(old, new))
 }
 
 /// The state after the live broker set changed: members that went away leave the ISR (the last

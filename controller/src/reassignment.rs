@@ -10,11 +10,15 @@ use std::collections::BTreeSet;
 use proto::errors::ErrorCode;
 use proto::ferry::{PartitionState, ReassignmentRecord};
 
-use crate::partition_change::{NotElected, NO_LEADER};
+use crate::partition_change::{bump_epochs, NotElected, NO_LEADER};
 
-/// RS, adding and removing for moving from `original` to `target`.
-pub fn replica_sets(original: &[i32], target: &[i32]) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
-    let removing: Vec<i32> = original.iter().copied().filter(|r| !target.contains(r)).collect();
+/// RS, adding and removing for moving from `current` replicas (first submit: the originals) to
+/// `target`. Removing is taken against the current replicas, not the originals: a replica added
+/// by a superseded request (perhaps the only one in sync) stays until the new target is in sync,
+/// so superseding never shrinks the ISR. Adding stays relative to the originals, so a replica
+/// still copying for the earlier request keeps its throttle.
+pub fn replica_sets(current: &[i32], original: &[i32], target: &[i32]) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
+    let removing: Vec<i32> = current.iter().copied().filter(|r| !target.contains(r)).collect();
     let adding: Vec<i32> = target.iter().copied().filter(|r| !original.contains(r)).collect();
     let replicas: Vec<i32> = target.iter().chain(removing.iter()).copied().collect();
     (replicas, adding, removing)
@@ -66,15 +70,6 @@ fn log_dirs_for(state: &PartitionState, replicas: &[i32]) -> Vec<String> {
         .collect()
 }
 
-/// Bumps epochs against `old`: the leader epoch when the leader changed, the partition epoch always.
-fn bump(old: &PartitionState, mut new: PartitionState) -> PartitionState {
-    if new.leader != old.leader {
-        new.leader_epoch = old.leader_epoch + 1;
-    }
-    new.partition_epoch = old.partition_epoch + 1;
-    new
-}
-
 /// A leader for `replicas` from `isr`: the current one if it qualifies, else the first in
 /// replica order that is in sync and live.
 fn leader_within(current: i32, replicas: &[i32], isr: &[i32], live: &BTreeSet<i32>) -> i32 {
@@ -118,16 +113,10 @@ pub fn submit(
             .filter(|r| !state.adding.contains(r))
             .collect(),
     };
-    // Removing is taken against the current replicas, not the originals: a replica added by a
-    // superseded request (perhaps the only one in sync) stays until the new target is in sync,
-    // so superseding never shrinks the ISR. Adding stays relative to the originals, so a
-    // replica still copying for the earlier request keeps its throttle.
-    let removing: Vec<i32> = state.replicas.iter().copied().filter(|r| !target.contains(r)).collect();
-    let adding: Vec<i32> = target.iter().copied().filter(|r| !original.contains(r)).collect();
-    let replicas: Vec<i32> = target.iter().chain(removing.iter()).copied().collect();
+    let (replicas, adding, removing) = replica_sets(&state.replicas, &original, target);
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| replicas.contains(r)).collect();
     let leader = leader_within(state.leader, &replicas, &isr, live);
-    let next = bump(
+    let next = bump_epochs(
         state,
         PartitionState {
             log_dirs: log_dirs_for(state, &replicas),
@@ -179,19 +168,7 @@ pub fn complete(state: &PartitionState, live: &BTreeSet<i32>) -> Option<Partitio
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| target.contains(r)).collect();
     // NO_LEADER when no target replica is live: the controller elects one when it returns.
     let leader = leader_within(state.leader, &target, &isr, live);
-    Some(bump(
-        state,
-        PartitionState {
-            log_dirs: log_dirs_for(state, &target),
-            replicas: target,
-            adding: vec![],
-            removing: vec![],
-            leader,
-            isr,
-            throttle_rate: 0,
-            ..state.clone()
-        },
-    ))
+    Some(settled(state, target, isr, leader))
 }
 
 /// Rolls a reassignment back: RS := the original replicas in their original order, the adding
@@ -220,11 +197,17 @@ pub fn cancel(
         }
     }
     let leader = leader_within(state.leader, &original, &isr, live);
-    Ok(bump(
+    Ok(settled(state, original, isr, leader))
+}
+
+/// The quiet state a move ends in (completed or cancelled): no adding or removing replicas, no
+/// owned throttle.
+fn settled(state: &PartitionState, replicas: Vec<i32>, isr: Vec<i32>, leader: i32) -> PartitionState {
+    bump_epochs(
         state,
         PartitionState {
-            log_dirs: log_dirs_for(state, &original),
-            replicas: original,
+            log_dirs: log_dirs_for(state, &replicas),
+            replicas,
             adding: vec![],
             removing: vec![],
             leader,
@@ -232,7 +215,7 @@ pub fn cancel(
             throttle_rate: 0,
             ..state.clone()
         },
-    ))
+    )
 }
 
 #[cfg(test)]
@@ -255,10 +238,13 @@ mod tests {
     #[test]
     fn sets_follow_kafka() {
         assert_eq!(
-            replica_sets(&[1, 2, 3], &[3, 4, 5]),
+            replica_sets(&[1, 2, 3], &[1, 2, 3], &[3, 4, 5]),
             (vec![3, 4, 5, 1, 2], vec![4, 5], vec![1, 2])
         );
-        assert_eq!(replica_sets(&[1, 2], &[1, 2, 3]), (vec![1, 2, 3], vec![3], vec![]));
+        assert_eq!(
+            replica_sets(&[1, 2], &[1, 2], &[1, 2, 3]),
+            (vec![1, 2, 3], vec![3], vec![])
+        );
     }
 
     #[test]

@@ -178,6 +178,16 @@ pub fn ferry_bin() -> PathBuf {
     .clone()
 }
 
+/// Runs the `ferry` binary to its end: (exit code, stdout, stderr).
+pub fn run_ferry(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(ferry_bin()).args(args).output().expect("running ferry");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The `ferry-bench` binary, next to `ferry`.
 pub fn ferry_bench_bin() -> PathBuf {
     ferry_bin().with_file_name("ferry-bench")

@@ -5,19 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use tests::run_ferry as ferry;
 use tests::Cluster;
-
-fn ferry(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(tests::ferry_bin())
-        .args(args)
-        .output()
-        .expect("running ferry");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kv_commands_print_results_and_one_line_errors() {

@@ -1,24 +1,12 @@
 //! `ferry reassign` against a real cluster: Kafka's lines for execute, list, verify and cancel,
 //! and clear errors for bad files that change nothing.
 
-use std::process::Command;
 use std::time::Duration;
 
 use tests::data::isr_is;
 use tests::reassign::{create, produce_n, start_four};
+use tests::run_ferry as ferry;
 use tests::wait_until;
-
-fn ferry(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(tests::ferry_bin())
-        .args(args)
-        .output()
-        .expect("running ferry");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reassign_prints_kafkas_lines() {
