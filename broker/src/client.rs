@@ -192,6 +192,84 @@ impl ClusterClient {
             .max_encoding_message_size(1 << 30))
     }
 
+    /// The registered brokers, from the cluster's metadata.
+    pub async fn brokers(&self) -> Result<Vec<BrokerRegistration>, DataError> {
+        let cluster = self
+            .admin_call(|mut a| async move { a.describe_cluster(DescribeClusterRequest {}).await })
+            .await?;
+        let mut eps = self.endpoints.lock();
+        for b in &cluster.brokers {
+            eps.insert(b.id, b.endpoint.clone());
+        }
+        Ok(cluster.brokers)
+    }
+
+    /// A client of one registered broker.
+    pub async fn broker(&self, id: i32) -> Result<BrokerClient<Channel>, DataError> {
+        let mut endpoint = self.endpoints.lock().get(&id).cloned();
+        if endpoint.is_none() {
+            self.brokers().await?;
+            endpoint = self.endpoints.lock().get(&id).cloned();
+        }
+        let endpoint = endpoint.ok_or_else(|| {
+            kafka(
+                ErrorCode::BROKER_NOT_AVAILABLE.0,
+                format!("broker {id} is not registered"),
+            )
+        })?;
+        let ch = self
+            .channels
+            .channel(&endpoint)
+            .map_err(|e| DataError::Unreachable(format!("{endpoint}: {e}")))?;
+        Ok(BrokerClient::new(ch)
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30))
+    }
+
+    /// DescribeLogDirs on the given brokers (every registered one when empty), all at once.
+    pub async fn describe_log_dirs(
+        &self,
+        brokers: &[i32],
+        topics: &[String],
+    ) -> Result<Vec<DescribeLogDirsResponse>, DataError> {
+        let ids: Vec<i32> = if brokers.is_empty() {
+            let mut ids: Vec<i32> = self.brokers().await?.iter().map(|b| b.id).collect();
+            ids.sort_unstable();
+            ids
+        } else {
+            brokers.to_vec()
+        };
+        let calls = ids.into_iter().map(|id| async move {
+            let mut b = self.broker(id).await?;
+            let req = DescribeLogDirsRequest {
+                topics: topics.to_vec(),
+            };
+            tokio::time::timeout(self.timeout, b.describe_log_dirs(req))
+                .await
+                .map_err(|_| DataError::Unreachable(format!("broker {id}: timed out")))?
+                .map(tonic::Response::into_inner)
+                .map_err(|s| DataError::Unreachable(format!("broker {id}: {}", s.message())))
+        });
+        futures::future::try_join_all(calls).await
+    }
+
+    /// AlterReplicaLogDirs on one broker.
+    pub async fn alter_replica_log_dirs(
+        &self,
+        broker: i32,
+        moves: Vec<ReplicaLogDirMove>,
+    ) -> Result<AlterReplicaLogDirsResponse, DataError> {
+        let mut b = self.broker(broker).await?;
+        tokio::time::timeout(
+            self.timeout,
+            b.alter_replica_log_dirs(AlterReplicaLogDirsRequest { moves }),
+        )
+        .await
+        .map_err(|_| DataError::Unreachable(format!("broker {broker}: timed out")))?
+        .map(tonic::Response::into_inner)
+        .map_err(|s| DataError::Unreachable(format!("broker {broker}: {}", s.message())))
+    }
+
     fn forget_leader(&self, topic: &str, partition: u32) {
         self.leaders.lock().remove(&(topic.to_string(), partition));
     }

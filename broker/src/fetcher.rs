@@ -85,8 +85,7 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         let mut log = r.log.lock();
         if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
             tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
-            log.truncate_to(resp.end_offset)?;
-            let leo = log.log_end_offset();
+            let leo = r.truncate_log(&mut log, resp.end_offset)?;
             drop(log);
             clamp_high_watermark(r, leo);
         }
@@ -114,8 +113,7 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
                 let mut log = r.log.lock();
                 let leader_end = resp.log_end_offset.max(0);
                 if leader_end < log.log_end_offset() {
-                    log.truncate_to(leader_end)?;
-                    let leo = log.log_end_offset();
+                    let leo = r.truncate_log(&mut log, leader_end)?;
                     drop(log);
                     clamp_high_watermark(r, leo);
                 }

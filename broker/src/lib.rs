@@ -5,6 +5,7 @@
 pub mod client;
 pub mod fetcher;
 pub mod isr;
+pub mod log_dir_move;
 pub mod log_dirs;
 pub mod node;
 pub mod partition_log;

@@ -20,10 +20,11 @@ pub fn parse_replica_folder(name: &str) -> Option<(String, u32)> {
 /// Where each replica found on disk lives: (topic, partition) to its log dir.
 pub type ReplicaDirs = BTreeMap<(String, u32), PathBuf>;
 
-/// The log dirs of one broker.
-#[derive(Debug, Clone)]
+/// The log dirs of one broker, and which of them failed.
+#[derive(Debug)]
 pub struct LogDirs {
     dirs: Vec<PathBuf>,
+    offline: parking_lot::RwLock<BTreeMap<PathBuf, String>>,
 }
 
 impl LogDirs {
@@ -38,7 +39,30 @@ impl LogDirs {
         for d in &dirs {
             std::fs::create_dir_all(d)?;
         }
-        Ok(Self { dirs })
+        Ok(Self {
+            dirs,
+            offline: Default::default(),
+        })
+    }
+
+    /// Why a dir is offline, or `None` while it works.
+    pub fn offline_reason(&self, dir: &Path) -> Option<String> {
+        self.offline.read().get(dir).cloned()
+    }
+
+    /// Marks a dir offline; returns false when it already was.
+    pub fn set_offline(&self, dir: &Path, reason: String) -> bool {
+        self.offline.write().insert(dir.to_path_buf(), reason).is_none()
+    }
+
+    /// The offline dirs.
+    pub fn offline(&self) -> Vec<PathBuf> {
+        self.offline.read().keys().cloned().collect()
+    }
+
+    /// The configured dir that holds `path`, if any.
+    pub fn dir_of(&self, path: &Path) -> Option<&PathBuf> {
+        self.dirs.iter().find(|d| path.starts_with(d))
     }
 
     /// The dirs, in configured order.
@@ -76,7 +100,11 @@ impl LogDirs {
     /// fewest replicas.
     pub fn pick(&self, named: &str) -> PathBuf {
         if !named.is_empty() {
-            if let Some(d) = self.dirs.iter().find(|d| Path::new(named) == d.as_path()) {
+            if let Some(d) = self
+                .dirs
+                .iter()
+                .find(|d| Path::new(named) == d.as_path() && self.offline_reason(d).is_none())
+            {
                 return d.clone();
             }
         }
@@ -89,7 +117,8 @@ impl LogDirs {
         };
         let mut best = self.dirs[0].clone(); // `open` refuses an empty list
         let mut best_key = (0u64, usize::MAX);
-        for d in &self.dirs {
+        let offline = self.offline.read();
+        for d in self.dirs.iter().filter(|d| !offline.contains_key(*d)) {
             let key = (fs2::available_space(d).unwrap_or(0) >> 30, replicas(d));
             if key.0 > best_key.0 || (key.0 == best_key.0 && key.1 < best_key.1) {
                 best = d.clone();

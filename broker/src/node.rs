@@ -100,6 +100,7 @@ impl Broker {
     /// Registers as reachable at `endpoint` and starts following the metadata.
     pub fn start(self, endpoint: String) -> Result<BrokerHandle, metastore::ClientError> {
         let client = Client::new(&self.cfg.quorum)?;
+        self.core.resume_moves();
         let (stop, stop_rx) = watch::channel(false);
         let (lease_tx, lease) = watch::channel(0u64);
         let reg = BrokerRegistration {
@@ -115,6 +116,7 @@ impl Broker {
             registered_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
+            ..Default::default()
         };
         let tasks = vec![
             tokio::spawn(register(

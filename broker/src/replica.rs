@@ -11,6 +11,7 @@ use proto::ferry::PartitionState;
 use tokio::sync::watch;
 
 use crate::isr::{self, FollowerProgress};
+use crate::log_dir_move::FutureLog;
 use crate::partition_log::PartitionLog;
 
 /// What this broker does for the partition.
@@ -76,8 +77,10 @@ pub struct Replica {
     pub partition: u32,
     /// This broker's id.
     pub broker_id: i32,
-    /// The log. Lock order: `state` before `log` when both are held.
+    /// The log. Lock order: `state`, then `log`, then `future`.
     pub log: Mutex<PartitionLog>,
+    /// The log being filled in another dir while the replica moves there.
+    pub future: Mutex<Option<FutureLog>>,
     /// Role and progress.
     pub state: Mutex<ReplicaState>,
     changed: watch::Sender<u64>,
@@ -93,6 +96,7 @@ impl Replica {
             partition,
             broker_id,
             log: Mutex::new(log),
+            future: Mutex::new(None),
             state: Mutex::new(ReplicaState {
                 role: Role::Follower { leader: -1, epoch: 0 },
                 meta: PartitionState::default(),
@@ -108,6 +112,17 @@ impl Replica {
     /// `<topic>-<partition>`.
     pub fn name(&self) -> String {
         format!("{}-{}", self.topic, self.partition)
+    }
+
+    /// Truncates the log and, so that a move never copies records the log no longer has, its
+    /// future log; returns the new log end offset.
+    pub fn truncate_log(&self, log: &mut PartitionLog, offset: i64) -> Result<i64, crate::partition_log::LogError> {
+        log.truncate_to(offset)?;
+        let leo = log.log_end_offset();
+        if let Some(f) = self.future.lock().as_mut() {
+            f.log.truncate_to(leo.min(f.log.log_end_offset()))?;
+        }
+        Ok(leo)
     }
 
     /// Milliseconds on this replica's monotonic clock.

@@ -11,6 +11,7 @@ use proto::cluster_view::ClusterView;
 use proto::errors::ErrorCode;
 use tokio::task::JoinHandle;
 
+use crate::log_dir_move::{self, DirMoves};
 use crate::log_dirs::{replica_folder, LogDirs};
 use crate::partition_log::{LogConfig, PartitionLog};
 use crate::replica::{Replica, ReplicaError, Role};
@@ -29,6 +30,8 @@ pub struct DataConfig {
     pub replica_fetch_wait_ms: u32,
     /// Bytes a follower asks for per fetch.
     pub replica_fetch_max_bytes: u32,
+    /// How many log dir moves copy at once.
+    pub dir_move_parallelism: usize,
 }
 
 impl Default for DataConfig {
@@ -40,6 +43,7 @@ impl Default for DataConfig {
             // it only spares idle partitions a round trip.
             replica_fetch_wait_ms: 10_000,
             replica_fetch_max_bytes: 8 << 20,
+            dir_move_parallelism: 4,
         }
     }
 }
@@ -62,6 +66,10 @@ pub struct BrokerCore {
     pub dynamic_config: RwLock<HashMap<String, String>>,
     /// One connection per peer broker, shared by every partition's replication stream.
     pub channels: metastore::peers::Peers,
+    /// Moves of replicas between this broker's dirs.
+    pub moves: DirMoves,
+    /// Future logs found at start, resumed when the broker starts.
+    resume_at_start: Mutex<Vec<(TopicPartition, PathBuf)>>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -82,9 +90,11 @@ pub enum OpenError {
 }
 
 impl BrokerCore {
-    /// Opens every replica found in the dirs (recovering each log's tail).
+    /// Opens every replica found in the dirs (recovering each log's tail), after finishing any
+    /// log dir swap a crash interrupted.
     pub fn open(id: i32, dirs: Vec<PathBuf>, config: DataConfig) -> Result<Self, OpenError> {
         let dirs = LogDirs::open(dirs)?;
+        let resume_at_start = log_dir_move::recover(dirs.dirs())?;
         let (found, duplicates) = dirs.scan()?;
         for d in duplicates {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
@@ -101,14 +111,38 @@ impl BrokerCore {
         Ok(Self {
             id,
             dirs,
-            config,
             replicas: RwLock::new(replicas),
             view: RwLock::new(ClusterView::default()),
             throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
             channels: Default::default(),
+            moves: DirMoves::new(config.dir_move_parallelism),
+            resume_at_start: Mutex::new(resume_at_start),
+            config,
             fetchers: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Resumes the log dir moves found at start; needs the runtime.
+    pub fn resume_moves(self: &Arc<Self>) {
+        let pending = std::mem::take(&mut *self.resume_at_start.lock());
+        for (tp, folder) in pending {
+            let Some(r) = self.replicas.read().get(&tp).cloned() else {
+                continue;
+            };
+            if let Err(e) = log_dir_move::resume(self, &r, &folder) {
+                tracing::error!(replica = %r.name(), error = %e, "cannot resume log dir move");
+            }
+        }
+    }
+
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`, when set on this broker.
+    pub fn alter_log_dirs_rate(&self) -> Option<u64> {
+        self.dynamic_config
+            .read()
+            .get(proto::topic_config::ALTER_LOG_DIRS_RATE)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|r| *r > 0)
     }
 
     /// A hosted replica, or the error a client should see.
@@ -249,7 +283,11 @@ impl BrokerCore {
         if let Some(r) = self.replicas.read().get(tp) {
             return Ok(r.clone());
         }
-        let path = self.dirs.pick(dir).join(replica_folder(&tp.0, tp.1));
+        let dir = match self.moves.take_wanted(tp) {
+            Some(wanted) => wanted.to_string_lossy().into_owned(),
+            None => dir.to_string(),
+        };
+        let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
         let log = PartitionLog::open(&path, self.config.log.clone())?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
         let r = Arc::new(Replica::new(tp.0.clone(), tp.1, self.id, log));
@@ -263,6 +301,7 @@ impl BrokerCore {
         let Some(r) = self.replicas.write().remove(tp) else {
             return;
         };
+        log_dir_move::cancel(self, &r);
         r.state.lock().role = Role::Follower { leader: -1, epoch: 0 };
         r.notify();
         let path = r.log.lock().dir().to_path_buf();
@@ -277,9 +316,15 @@ impl BrokerCore {
         for (_, h) in self.fetchers.lock().drain() {
             h.abort();
         }
+        self.moves.stop_all();
         for r in self.replicas.read().values() {
             if let Err(e) = r.log.lock().flush() {
                 tracing::warn!(replica = %r.name(), error = %e, "flush at shutdown failed");
+            }
+            if let Some(f) = r.future.lock().as_mut() {
+                if let Err(e) = f.log.flush() {
+                    tracing::warn!(replica = %r.name(), error = %e, "flush of a future log at shutdown failed");
+                }
             }
         }
     }

@@ -379,4 +379,24 @@ impl Broker for BrokerService {
             },
         }))
     }
+
+    async fn describe_log_dirs(
+        &self,
+        req: Request<DescribeLogDirsRequest>,
+    ) -> Result<Response<DescribeLogDirsResponse>, Status> {
+        let core = self.core.clone();
+        let topics = req.into_inner().topics;
+        let resp = tokio::task::spawn_blocking(move || crate::log_dir_move::describe(&core, &topics))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(resp))
+    }
+
+    async fn alter_replica_log_dirs(
+        &self,
+        req: Request<AlterReplicaLogDirsRequest>,
+    ) -> Result<Response<AlterReplicaLogDirsResponse>, Status> {
+        let moves = req.into_inner().moves;
+        Ok(Response::new(crate::log_dir_move::alter(&self.core, &moves)))
+    }
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-/// Credit kept at most: a fifth of a second of traffic, so an idle throttle starts near its rate.
+/// Credit kept at most by default: a fifth of a second of traffic, so an idle throttle starts
+/// near its rate.
 const BURST_SECONDS: f64 = 0.2;
 
 /// The pure state of the bucket.
@@ -21,9 +22,10 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// How long a send must wait at `now` at `rate` bytes/s before it may go.
-    pub fn wait(&mut self, now: f64, rate: f64) -> f64 {
-        self.credit = (self.credit + (now - self.at) * rate).min(rate * BURST_SECONDS);
+    /// How long a send must wait at `now` at `rate` bytes/s before it may go, keeping at most
+    /// `burst` seconds of credit.
+    pub fn wait(&mut self, now: f64, rate: f64, burst: f64) -> f64 {
+        self.credit = (self.credit + (now - self.at) * rate).min(rate * burst);
         self.at = now;
         if self.credit >= 0.0 {
             0.0
@@ -42,23 +44,30 @@ impl Bucket {
 pub struct Throttle {
     bucket: Mutex<Bucket>,
     start: Instant,
+    burst: f64,
 }
 
 impl Default for Throttle {
     fn default() -> Self {
-        Self {
-            bucket: Mutex::new(Bucket { credit: 0.0, at: 0.0 }),
-            start: Instant::now(),
-        }
+        Self::with_burst(BURST_SECONDS)
     }
 }
 
 impl Throttle {
+    /// A throttle that keeps at most `burst` seconds of unused credit.
+    pub fn with_burst(burst: f64) -> Self {
+        Self {
+            bucket: Mutex::new(Bucket { credit: 0.0, at: 0.0 }),
+            start: Instant::now(),
+            burst,
+        }
+    }
+
     /// Waits until a throttled send at `rate` bytes/s may go.
     pub async fn acquire(&self, rate: u64) {
         loop {
             let now = self.start.elapsed().as_secs_f64();
-            let wait = self.bucket.lock().wait(now, rate.max(1) as f64);
+            let wait = self.bucket.lock().wait(now, rate.max(1) as f64, self.burst);
             if wait <= 0.0 {
                 return;
             }
@@ -83,7 +92,7 @@ mod tests {
         let mut now = 0.0;
         let mut sent = 0usize;
         while now < 100.0 {
-            now += b.wait(now, rate);
+            now += b.wait(now, rate, BURST_SECONDS);
             b.charge(3000); // sends larger than a second's worth
             sent += 3000;
         }
@@ -94,7 +103,7 @@ mod tests {
     #[test]
     fn credit_is_capped_at_a_fifth_of_a_second() {
         let mut b = Bucket { credit: 0.0, at: 0.0 };
-        assert_eq!(b.wait(100.0, 10.0), 0.0);
+        assert_eq!(b.wait(100.0, 10.0, BURST_SECONDS), 0.0);
         assert_eq!(b.credit, 2.0);
     }
 }

@@ -4,6 +4,7 @@ mod cluster_node;
 mod data;
 mod dev;
 mod kv;
+mod log_dirs;
 mod members;
 mod node_cmd;
 mod reassign;
@@ -38,6 +39,8 @@ enum Command {
     Consume(data::ConsumeArgs),
     /// Move partition replicas (like kafka-reassign-partitions.sh).
     Reassign(reassign::ReassignArgs),
+    /// Describe brokers' log dirs and move replicas between them (like kafka-log-dirs.sh).
+    LogDirs(log_dirs::LogDirsArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -110,6 +113,10 @@ async fn run(cli: Cli) {
         Command::Reassign(a) => {
             init_tracing("warn");
             reassign::run(a).await
+        }
+        Command::LogDirs(a) => {
+            init_tracing("warn");
+            log_dirs::run(a).await
         }
     };
     if let Err(e) = result {

@@ -1,11 +1,12 @@
 //! `ferry reassign`: kafka-reassign-partitions.sh's actions, flags, files and messages over the
 //! `Admin` service. Throttles given here belong to the reassignment and go when it ends.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::bail;
 use broker::ClusterClient;
 use clap::{ArgGroup, Args};
+use proto::errors::ErrorCode;
 use proto::ferry::*;
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,10 @@ pub struct ReassignArgs {
     /// Accepted for compatibility: Ferry never removes throttles set by hand.
     #[arg(long)]
     preserve_throttles: bool,
+    /// Throttle in bytes/s for moves between the log dirs of a broker, set on the brokers with
+    /// a named log dir in the file.
+    #[arg(long)]
+    replica_alter_log_dirs_throttle: Option<i64>,
 }
 
 /// One partition of a reassignment file.
@@ -141,8 +146,11 @@ pub fn parse_file(text: &str) -> anyhow::Result<ReassignmentFile> {
                     e.replicas.len()
                 );
             }
-            if let Some(d) = dirs.iter().find(|d| d.as_str() != "any") {
-                bail!("reassignment file: partition {name}: log dir {d:?}: moves to a named dir are not supported yet; use \"any\"");
+            if let Some(d) = dirs
+                .iter()
+                .find(|d| d.as_str() != "any" && !std::path::Path::new(d).is_absolute())
+            {
+                bail!("reassignment file: partition {name}: log dir {d:?} is neither \"any\" nor an absolute path");
             }
         }
     }
@@ -424,7 +432,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
             plural(names.len()),
             names.join(",")
         );
-        return Ok(());
+        return start_dir_moves(&c, &f, a.replica_alter_log_dirs_throttle).await;
     }
     let l = running(&c).await?;
     let moving: BTreeSet<(String, u32)> = l.reassignments.iter().map(|r| (r.topic.clone(), r.partition)).collect();
@@ -444,6 +452,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
                 );
             }
         }
+        verify_dir_moves(&c, &f).await?;
         return Ok(());
     }
     // --cancel
@@ -511,4 +520,110 @@ mod tests {
                 .contains("0 log_dirs for 1 replicas")
         );
     }
+}
+
+/// The replicas the file names a log dir for: (broker, topic, partition, dir).
+fn named_dirs(f: &ReassignmentFile) -> Vec<(i32, String, u32, String)> {
+    let mut out = Vec::new();
+    for e in &f.partitions {
+        for (b, d) in e.replicas.iter().zip(e.log_dirs.iter().flatten()) {
+            if d != "any" {
+                out.push((*b, e.topic.clone(), e.partition, d.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Asks each broker to put its replicas in the dirs the file names, as Kafka's tool does; a
+/// replica not there yet is created in that dir when it arrives.
+async fn start_dir_moves(c: &ClusterClient, f: &ReassignmentFile, throttle: Option<i64>) -> anyhow::Result<()> {
+    let named = named_dirs(f);
+    let mut by_broker: BTreeMap<i32, Vec<ReplicaLogDirMove>> = BTreeMap::new();
+    for (b, topic, partition, dir) in &named {
+        by_broker.entry(*b).or_default().push(ReplicaLogDirMove {
+            topic: topic.clone(),
+            partition: *partition,
+            dir: dir.clone(),
+        });
+    }
+    if let Some(rate) = throttle {
+        if rate <= 0 {
+            bail!("--replica-alter-log-dirs-throttle must be positive, got {rate}");
+        }
+        for b in by_broker.keys() {
+            let req = AlterConfigsRequest {
+                resource: Some(ConfigResource {
+                    r#type: config_resource::Type::Broker as i32,
+                    name: b.to_string(),
+                }),
+                set: [(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string())].into(),
+                delete: vec![],
+                validate_only: false,
+            };
+            let r = c
+                .admin_call(|mut x| {
+                    let req = req.clone();
+                    async move { x.alter_configs(req).await }
+                })
+                .await?;
+            if r.error_code != 0 {
+                bail!("setting the log dir throttle on broker {b}: {}", r.error_message);
+            }
+        }
+        println!("The replica-alter-dir throttle limit was set to {rate} B/s");
+    }
+    let mut started = Vec::new();
+    for (b, moves) in by_broker {
+        let r = c.alter_replica_log_dirs(b, moves).await?;
+        if r.error_code != 0 {
+            bail!("broker {b}: {}", r.error_message);
+        }
+        for p in r.results {
+            match ErrorCode(p.error_code) {
+                ErrorCode::NONE | ErrorCode::REPLICA_NOT_AVAILABLE => {
+                    started.push(format!("{}-{}-{b}", p.topic, p.partition))
+                }
+                _ => bail!("broker {b}: {}", p.error_message),
+            }
+        }
+    }
+    if !started.is_empty() {
+        println!(
+            "Successfully started log directory move{} for: {}",
+            plural(started.len()),
+            started.join(",")
+        );
+    }
+    Ok(())
+}
+
+/// Kafka's per-replica lines for the replicas the file puts in a named dir.
+async fn verify_dir_moves(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<()> {
+    let named = named_dirs(f);
+    if named.is_empty() {
+        return Ok(());
+    }
+    let mut brokers: Vec<i32> = named.iter().map(|n| n.0).collect();
+    brokers.sort_unstable();
+    brokers.dedup();
+    let topics: Vec<String> = named.iter().map(|n| n.1.clone()).collect();
+    let answers = c.describe_log_dirs(&brokers, &topics).await?;
+    for (b, topic, partition, dir) in named {
+        let done = answers.iter().filter(|a| a.broker_id == b).any(|a| {
+            a.dirs.iter().any(|d| {
+                d.path == dir
+                    && d.replicas
+                        .iter()
+                        .any(|r| r.topic == topic && r.partition == partition && !r.is_future)
+            })
+        });
+        let name = format!("{topic}-{partition}-{b}");
+        if done {
+            println!("Reassignment of replica {name} completed successfully.");
+        } else {
+            println!("Reassignment of replica {name} is still in progress.");
+        }
+    }
+    Ok(())
 }
