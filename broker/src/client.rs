@@ -47,6 +47,15 @@ fn kafka(code: i32, message: String) -> DataError {
     }
 }
 
+/// Errors after which the partition's leader is looked up again, as Kafka's clients do (a
+/// replica in a failed log dir answers KAFKA_STORAGE_ERROR until leadership moves).
+fn refreshes_leader(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::KAFKA_STORAGE_ERROR
+    )
+}
+
 /// Talks to the quorum (admin) and the brokers (data).
 #[derive(Clone)]
 pub struct ClusterClient {
@@ -295,10 +304,7 @@ impl ClusterClient {
             Ok(r) => {
                 let r = r.into_inner();
                 if r.error_code != 0 {
-                    if matches!(
-                        ErrorCode(r.error_code),
-                        ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                    ) {
+                    if refreshes_leader(ErrorCode(r.error_code)) {
                         self.forget_leader(topic, partition);
                     }
                     return Err(kafka(r.error_code, r.error_message));
@@ -335,7 +341,7 @@ impl ClusterClient {
             Ok(r) => {
                 let r = r.into_inner();
                 if r.error_code != 0 {
-                    if ErrorCode(r.error_code) == ErrorCode::NOT_LEADER_OR_FOLLOWER {
+                    if refreshes_leader(ErrorCode(r.error_code)) {
                         self.forget_leader(topic, partition);
                     }
                     return Err(kafka(r.error_code, r.error_message));

@@ -34,6 +34,10 @@ pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32
     loop {
         match copy_from_leader(&core, &r, leader, epoch).await {
             Ok(()) => {}
+            Err(FetchError::Log(e)) => {
+                tracing::warn!(replica = %r.name(), error = %e, "follower log write failed");
+                core.report_log_error(&e);
+            }
             Err(e) => {
                 tracing::debug!(replica = %r.name(), leader, epoch, error = %e, "fetch from leader failed; retrying")
             }

@@ -321,6 +321,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
             Ok(Ok(Step::NoFuture)) => break,
             Ok(Err(e)) => {
                 tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
+                core.report_log_error(&e);
                 cancel(&core, &r);
                 return;
             }

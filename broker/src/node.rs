@@ -120,6 +120,7 @@ impl Broker {
         };
         let tasks = vec![
             tokio::spawn(register(
+                self.core.clone(),
                 client.clone(),
                 reg,
                 self.cfg.session_timeout_ms,
@@ -129,6 +130,7 @@ impl Broker {
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
             tokio::spawn(follow_config(self.core.clone(), client.clone())),
             tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
+            tokio::spawn(watch_dirs(self.core.clone())),
         ];
         Ok(BrokerHandle {
             core: self.core,
@@ -164,15 +166,18 @@ impl BrokerHandle {
 /// (a broker that died and came back) is waited out, as ZooKeeper-based Kafka waits for the old
 /// session to expire, so the controller sees the broker leave and return.
 async fn register(
+    core: Arc<BrokerCore>,
     client: Client,
-    reg: BrokerRegistration,
+    mut reg: BrokerRegistration,
     ttl_ms: u64,
     lease_tx: watch::Sender<u64>,
     stop: watch::Receiver<bool>,
 ) {
     let key = keys::broker(reg.id);
     let mut waited = false;
+    let mut offline = core.offline_published.subscribe();
     while !*stop.borrow() {
+        publish_offline(&core, &mut reg);
         let lease = match client.lease_grant(ttl_ms).await {
             Ok(l) => l,
             Err(e) => {
@@ -221,7 +226,18 @@ async fn register(
         }
         // Keep the lease alive; when it is lost, register again.
         loop {
-            tokio::time::sleep(Duration::from_millis(ttl_ms / 4)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(ttl_ms / 4)) => {}
+                Ok(()) = offline.changed() => {
+                    publish_offline(&core, &mut reg);
+                    let put = client.put_with_lease(&key, reg.encode_to_vec(), lease).await;
+                    match put {
+                        Ok(_) => tracing::warn!(broker = reg.id, offline = ?reg.offline_log_dirs, "published offline log dirs"),
+                        Err(e) => tracing::warn!(error = %e, "publishing offline log dirs failed"),
+                    }
+                    continue;
+                }
+            }
             if *stop.borrow() {
                 return;
             }
@@ -234,6 +250,44 @@ async fn register(
                 Err(e) => tracing::warn!(error = %e, "lease keep-alive failed"),
             }
         }
+    }
+}
+
+/// Puts the offline dirs and their replicas into the registration.
+fn publish_offline(core: &BrokerCore, reg: &mut BrokerRegistration) {
+    reg.offline_log_dirs = core
+        .dirs
+        .offline()
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
+    reg.offline_replicas = core
+        .offline_replicas
+        .read()
+        .iter()
+        .map(|(topic, partition)| proto::ferry::TopicPartition {
+            topic: topic.clone(),
+            partition: *partition,
+        })
+        .collect();
+}
+
+/// Probes the log dirs now and then, and takes the replicas of a failed dir offline as soon as
+/// any part of the broker reports the failure.
+async fn watch_dirs(core: Arc<BrokerCore>) {
+    let mut failed = core.dir_failed.subscribe();
+    let every = Duration::from_millis(core.config.dir_probe_interval_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            r = failed.changed() => if r.is_err() { return },
+        }
+        let core2 = core.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            core2.probe_dirs();
+            core2.take_offline_replicas();
+        })
+        .await;
     }
 }
 

@@ -32,6 +32,8 @@ pub struct DataConfig {
     pub replica_fetch_max_bytes: u32,
     /// How many log dir moves copy at once.
     pub dir_move_parallelism: usize,
+    /// How often each log dir is probed with a small synced write.
+    pub dir_probe_interval_ms: u64,
 }
 
 impl Default for DataConfig {
@@ -44,6 +46,7 @@ impl Default for DataConfig {
             replica_fetch_wait_ms: 10_000,
             replica_fetch_max_bytes: 8 << 20,
             dir_move_parallelism: 4,
+            dir_probe_interval_ms: 5_000,
         }
     }
 }
@@ -70,6 +73,12 @@ pub struct BrokerCore {
     pub moves: DirMoves,
     /// Future logs found at start, resumed when the broker starts.
     resume_at_start: Mutex<Vec<(TopicPartition, PathBuf)>>,
+    /// Replicas taken offline with their failed dir; not recreated until the broker restarts.
+    pub offline_replicas: RwLock<BTreeSet<TopicPartition>>,
+    /// Bumped when a log dir fails, by whoever saw the error.
+    pub dir_failed: tokio::sync::watch::Sender<u64>,
+    /// Bumped once a failed dir's replicas are offline, for the registration to publish.
+    pub offline_published: tokio::sync::watch::Sender<u64>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
 }
 
@@ -118,6 +127,9 @@ impl BrokerCore {
             channels: Default::default(),
             moves: DirMoves::new(config.dir_move_parallelism),
             resume_at_start: Mutex::new(resume_at_start),
+            offline_replicas: RwLock::new(BTreeSet::new()),
+            dir_failed: tokio::sync::watch::channel(0).0,
+            offline_published: tokio::sync::watch::channel(0).0,
             config,
             fetchers: Mutex::new(HashMap::new()),
         })
@@ -147,8 +159,15 @@ impl BrokerCore {
 
     /// A hosted replica, or the error a client should see.
     pub fn replica(&self, topic: &str, partition: u32) -> Result<Arc<Replica>, ReplicaError> {
-        if let Some(r) = self.replicas.read().get(&(topic.to_string(), partition)) {
+        let tp = (topic.to_string(), partition);
+        if let Some(r) = self.replicas.read().get(&tp) {
             return Ok(r.clone());
+        }
+        if self.offline_replicas.read().contains(&tp) {
+            return Err(ReplicaError::new(
+                ErrorCode::KAFKA_STORAGE_ERROR,
+                format!("{topic}-{partition} is in an offline log dir of broker {}", self.id),
+            ));
         }
         let view = self.view.read();
         match view.partition(topic, partition) {
@@ -283,6 +302,12 @@ impl BrokerCore {
         if let Some(r) = self.replicas.read().get(tp) {
             return Ok(r.clone());
         }
+        if self.offline_replicas.read().contains(tp) {
+            return Err(crate::partition_log::LogError::InvalidConfig(format!(
+                "{} is in an offline log dir; it is not recreated before a restart",
+                replica_folder(&tp.0, tp.1)
+            )));
+        }
         let dir = match self.moves.take_wanted(tp) {
             Some(wanted) => wanted.to_string_lossy().into_owned(),
             None => dir.to_string(),
@@ -309,6 +334,80 @@ impl BrokerCore {
             Ok(()) => tracing::info!(replica = %r.name(), "deleted replica no longer assigned here"),
             Err(e) => tracing::error!(replica = %r.name(), error = %e, "cannot delete replica"),
         }
+    }
+
+    /// Takes the dir of a failed file operation offline (I/O errors only; a corrupt batch is not
+    /// a failed disk).
+    pub fn report_log_error(&self, e: &crate::partition_log::LogError) {
+        if let crate::partition_log::LogError::Io { path, source, .. } = e {
+            if let Some(dir) = self.dirs.dir_of(path).cloned() {
+                self.fail_dir(&dir, format!("{}: {source}", path.display()));
+            }
+        }
+    }
+
+    /// Marks a log dir offline; its replicas are taken offline by [`Self::take_offline_replicas`].
+    pub fn fail_dir(&self, dir: &std::path::Path, reason: String) {
+        if self.dirs.set_offline(dir, reason.clone()) {
+            tracing::error!(dir = %dir.display(), reason, "log dir failed; taking it offline");
+            self.dir_failed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Writes and syncs a small file in each online dir; a dir where that fails goes offline.
+    pub fn probe_dirs(&self) {
+        for d in self.dirs.dirs() {
+            if self.dirs.offline_reason(d).is_some() {
+                continue;
+            }
+            let probe = d.join(".ferry-probe");
+            let result = std::fs::write(&probe, b"ok")
+                .and_then(|()| std::fs::File::open(&probe)?.sync_all())
+                .and_then(|()| std::fs::remove_file(&probe));
+            if let Err(e) = result {
+                self.fail_dir(d, format!("probe write failed: {e}"));
+            }
+        }
+    }
+
+    /// Stops serving the replicas in offline dirs: they leave the hosted set (so they neither
+    /// lead nor fetch) and are published in the registration, so the controller moves their
+    /// leadership and drops them from the ISR. Their files are left for the operator.
+    pub fn take_offline_replicas(&self) {
+        let offline = self.dirs.offline();
+        if offline.is_empty() {
+            return;
+        }
+        let in_offline = |p: &std::path::Path| offline.iter().any(|d| p.starts_with(d));
+        let hosted: Vec<(TopicPartition, Arc<Replica>)> = self
+            .replicas
+            .read()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut taken = 0;
+        for (tp, r) in hosted {
+            let future_offline = r.future.lock().as_ref().is_some_and(|f| in_offline(&f.dest));
+            if future_offline {
+                log_dir_move::cancel(self, &r);
+            }
+            if !in_offline(r.log.lock().dir()) {
+                continue;
+            }
+            log_dir_move::cancel(self, &r);
+            if let Some(h) = self.fetchers.lock().remove(&tp) {
+                h.abort();
+            }
+            self.replicas.write().remove(&tp);
+            self.offline_replicas.write().insert(tp);
+            r.state.lock().role = Role::Follower { leader: -1, epoch: 0 };
+            r.notify();
+            taken += 1;
+        }
+        if taken > 0 {
+            tracing::error!(replicas = taken, "replicas in failed log dirs are offline");
+        }
+        self.offline_published.send_modify(|v| *v += 1);
     }
 
     /// Stops every fetcher and flushes every log.

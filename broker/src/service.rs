@@ -43,7 +43,10 @@ fn now_wall_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-fn storage_error(r: &Replica, e: impl std::fmt::Display) -> ReplicaError {
+/// A log operation failed: a failed disk takes its dir offline; the client sees
+/// KAFKA_STORAGE_ERROR.
+fn storage_error(core: &BrokerCore, r: &Replica, e: crate::partition_log::LogError) -> ReplicaError {
+    core.report_log_error(&e);
     ReplicaError::new(ErrorCode::KAFKA_STORAGE_ERROR, format!("{}: {e}", r.name()))
 }
 
@@ -112,7 +115,7 @@ impl BrokerService {
             let mut log = r.log.lock();
             let (base, next) = log
                 .append_as_leader(&req.records, epoch, now_wall_ms())
-                .map_err(|e| storage_error(&r, e))?;
+                .map_err(|e| storage_error(&self.core, &r, e))?;
             drop(log);
             drop(st);
             (epoch, (base, next))
@@ -183,7 +186,7 @@ impl BrokerService {
             r.log
                 .lock()
                 .read_records(offset, max, hw)
-                .map_err(|e| storage_error(&r, e))?
+                .map_err(|e| storage_error(&self.core, &r, e))?
         } else {
             Vec::new()
         };
@@ -261,7 +264,10 @@ impl BrokerService {
         let (batches, leo) = {
             let log = r.log.lock();
             let leo = log.log_end_offset();
-            (log.read(from, max, leo).map_err(|e| storage_error(&r, e))?, leo)
+            (
+                log.read(from, max, leo).map_err(|e| storage_error(&self.core, &r, e))?,
+                leo,
+            )
         };
         if throttle.is_some() {
             self.core.throttle.charge(batches.len());

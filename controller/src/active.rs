@@ -63,6 +63,7 @@ pub struct PartitionWrite {
 /// The partition changes a pass makes, over every partition or only those in `only`.
 pub fn plan_pass(view: &ClusterView, rebalance: bool, only: Option<&BTreeSet<(String, u32)>>) -> Vec<PartitionWrite> {
     let live: BTreeSet<i32> = view.live_brokers();
+    let offline = view.offline_replicas();
     let mut out = Vec::new();
     for (topic, t) in &view.topics {
         if only.is_some_and(|o| o.range((topic.clone(), 0)..=(topic.clone(), u32::MAX)).next().is_none()) {
@@ -76,17 +77,23 @@ pub fn plan_pass(view: &ClusterView, rebalance: bool, only: Option<&BTreeSet<(St
             if only.is_some_and(|o| !o.contains(&(topic.clone(), *p))) {
                 continue;
             }
-            let mut next = partition_change::on_brokers_changed(&e.state, &live, election);
+            // A replica in a failed log dir counts as gone: it leaves the ISR and cannot lead.
+            let live_here = match offline.get(&(topic.clone(), *p)) {
+                Some(off) => std::borrow::Cow::Owned(live.difference(off).copied().collect()),
+                None => std::borrow::Cow::Borrowed(&live),
+            };
+            let live = live_here.as_ref();
+            let mut next = partition_change::on_brokers_changed(&e.state, live, election);
             if rebalance {
                 let base = next.as_ref().unwrap_or(&e.state);
-                if let Ok(n) = partition_change::elect_preferred(base, &live) {
+                if let Ok(n) = partition_change::elect_preferred(base, live) {
                     next = Some(n);
                 }
             }
             // A move whose targets are all in sync completes here too (for example after a
             // controller failover between the ISR change and its completion).
             let base = next.as_ref().unwrap_or(&e.state);
-            if let Some(done) = reassignment::complete(base, &live) {
+            if let Some(done) = reassignment::complete(base, live) {
                 out.push(PartitionWrite {
                     topic: topic.clone(),
                     partition: *p,
@@ -235,5 +242,47 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
         if results.iter().any(|r| r.is_err()) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use proto::ferry::{BrokerRegistration, TopicPartition, TopicRecord};
+
+    #[test]
+    fn a_replica_in_a_failed_dir_leaves_the_isr_and_loses_leadership() {
+        let mut v = ClusterView::default();
+        for id in [1, 2] {
+            let mut reg = BrokerRegistration {
+                id,
+                ..Default::default()
+            };
+            if id == 1 {
+                reg.offline_replicas = vec![TopicPartition {
+                    topic: "t".into(),
+                    partition: 0,
+                }];
+            }
+            v.apply(&keys::broker(id), Some(&reg.encode_to_vec()), 1);
+        }
+        v.apply(&keys::topic("t"), Some(&TopicRecord::default().encode_to_vec()), 2);
+        let st = |leader| PartitionState {
+            replicas: vec![1, 2],
+            leader,
+            isr: vec![1, 2],
+            ..Default::default()
+        };
+        v.apply(&keys::partition("t", 0), Some(&st(1).encode_to_vec()), 3);
+        v.apply(&keys::partition("t", 1), Some(&st(1).encode_to_vec()), 3);
+        let plan = plan_pass(&v, true, None);
+        // Only t-0's replica on broker 1 is offline; t-1 stays as it is.
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!((plan[0].partition, plan[0].state.leader), (0, 2));
+        assert_eq!(plan[0].state.isr, vec![2]);
+        // The preferred leader is not elected back while its replica is offline.
+        v.apply(&keys::partition("t", 0), Some(&plan[0].state.encode_to_vec()), 4);
+        assert!(plan_pass(&v, true, None).is_empty());
     }
 }

@@ -230,6 +230,7 @@ impl AdminService {
             topic_id: uuid::Uuid::new_v4().to_string(),
             partitions: assignment.len() as u32,
             config: t.config.clone(),
+            deleting: false,
         };
         let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
         for (p, replicas) in assignment.into_iter().enumerate() {

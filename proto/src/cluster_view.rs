@@ -116,6 +116,17 @@ impl ClusterView {
         self.brokers.keys().copied().collect()
     }
 
+    /// The brokers that hold each partition's replica in a failed log dir.
+    pub fn offline_replicas(&self) -> BTreeMap<(String, u32), BTreeSet<i32>> {
+        let mut out: BTreeMap<(String, u32), BTreeSet<i32>> = BTreeMap::new();
+        for (id, b) in &self.brokers {
+            for tp in &b.offline_replicas {
+                out.entry((tp.topic.clone(), tp.partition)).or_default().insert(*id);
+            }
+        }
+        out
+    }
+
     /// One partition, if it exists.
     pub fn partition(&self, topic: &str, partition: u32) -> Option<&PartitionEntry> {
         self.topics.get(topic)?.partitions.get(&partition)

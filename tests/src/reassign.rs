@@ -109,6 +109,11 @@ pub struct Four {
 
 /// Starts the four nodes with short session and lag timeouts.
 pub fn start_four(dir: &Path) -> Four {
+    start_four_with(dir, &[])
+}
+
+/// Starts the four nodes, with extra flags for broker 4.
+pub fn start_four_with(dir: &Path, four_args: &[&str]) -> Four {
     let peers = crate::loopback_peers(3);
     let quorum = peers.values().cloned().collect::<Vec<_>>();
     let mut nodes: BTreeMap<i32, crate::ProcNode> = peers
@@ -122,7 +127,8 @@ pub fn start_four(dir: &Path) -> Four {
     let q = quorum.join(",");
     let four = crate::ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
         .with_args(ARGS)
-        .with_args(&["--roles", "broker", "--quorum", &q]);
+        .with_args(&["--roles", "broker", "--quorum", &q])
+        .with_args(four_args);
     nodes.insert(4, four);
     for n in nodes.values_mut() {
         n.spawn();
@@ -167,6 +173,18 @@ pub async fn create(c: &ClusterClient, topic: &str, assignment: Vec<Vec<i32>>, c
         },
     )
     .await;
+}
+
+impl Four {
+    /// `--bootstrap-server` for the CLI: the quorum nodes.
+    pub fn bootstrap(&self) -> String {
+        self.nodes
+            .values()
+            .take(3)
+            .map(|n| n.addr.clone())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 /// Produces `batches` batches of `per` records of about `size` bytes at acks=all.

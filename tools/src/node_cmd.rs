@@ -70,6 +70,13 @@ pub struct NodeArgs {
     /// How often preferred leaders are checked, in ms.
     #[arg(long, default_value_t = 5000)]
     leader_imbalance_check_interval_ms: u64,
+    /// How often each log dir is probed with a small synced write, in ms; a dir that fails goes
+    /// offline.
+    #[arg(long, default_value_t = broker::DataConfig::default().dir_probe_interval_ms)]
+    log_dir_probe_interval_ms: u64,
+    /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
+    #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism)]
+    num_replica_alter_log_dirs_threads: usize,
 }
 
 /// Parses `1=HOST:PORT,2=HOST:PORT`.
@@ -103,6 +110,8 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     }
     let mut data = broker::DataConfig {
         replica_lag_max_ms: a.replica_lag_time_max_ms,
+        dir_probe_interval_ms: a.log_dir_probe_interval_ms,
+        dir_move_parallelism: a.num_replica_alter_log_dirs_threads,
         ..Default::default()
     };
     data.log.segment_bytes = a.segment_bytes;
