@@ -138,6 +138,8 @@ pub struct FutureLog {
     pub dest: PathBuf,
     /// Bytes copied into it since the move started or resumed.
     pub copied_bytes: u64,
+    /// Sealed segments are copied as whole files until that fails once.
+    pub whole_files: bool,
 }
 
 /// The broker's dir moves: a limit on how many copy at once, their shared throttle, the dirs
@@ -226,26 +228,46 @@ pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path) -> Result<()
         return Ok(());
     }
     let path = dest.join(format!("{}{FUTURE_SUFFIX}", r.name()));
-    let log = PartitionLog::open(&path, core.config.log.clone())?;
+    let log = PartitionLog::open(&path, future_config(core))?;
     tracing::info!(replica = %r.name(), dest = %dest.display(), "moving replica to another log dir");
     *r.future.lock() = Some(FutureLog {
         log,
         dest: dest.to_path_buf(),
         copied_bytes: 0,
+        whole_files: true,
     });
     spawn_copy(core, r);
     Ok(())
 }
 
-/// Resumes a future log found at start.
+/// A future log is synced whole just before it goes live, not segment by segment.
+fn future_config(core: &BrokerCore) -> crate::partition_log::LogConfig {
+    crate::partition_log::LogConfig {
+        fsync_on_roll: false,
+        fsync_on_append: false,
+        ..core.config.log.clone()
+    }
+}
+
+/// Resumes a future log found at start. One that cannot be opened (its unsynced segments were
+/// cut by a power loss) is only a copy: it is removed and the move starts over.
 pub fn resume(core: &Arc<BrokerCore>, r: &Arc<Replica>, future_folder: &Path) -> Result<(), LogError> {
-    let log = PartitionLog::open(future_folder, core.config.log.clone())?;
+    let log = match PartitionLog::open(future_folder, future_config(core)) {
+        Ok(log) => log,
+        Err(e) => {
+            tracing::warn!(replica = %r.name(), error = %e, "future log damaged; starting the move over");
+            std::fs::remove_dir_all(future_folder)
+                .map_err(|e| crate::partition_log::io_err("remove", future_folder, e))?;
+            PartitionLog::open(future_folder, future_config(core))?
+        }
+    };
     let dest = future_folder.parent().map(Path::to_path_buf).unwrap_or_default();
     tracing::info!(replica = %r.name(), dest = %dest.display(), from = log.log_end_offset(), "resuming log dir move");
     *r.future.lock() = Some(FutureLog {
         log,
         dest,
         copied_bytes: 0,
+        whole_files: true,
     });
     spawn_copy(core, r);
     Ok(())
@@ -290,7 +312,9 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
         let rate = core.alter_log_dirs_rate();
         let chunk = chunk_bytes(rate);
         let r2 = r.clone();
-        let step = tokio::task::spawn_blocking(move || copy_step(&r2, chunk)).await;
+        // Whole files only unthrottled: a throttled copy goes in pieces at its rate.
+        let whole_files = rate.is_none();
+        let step = tokio::task::spawn_blocking(move || copy_step(&r2, chunk, whole_files)).await;
         match step {
             Ok(Ok(Step::Copied(n))) => {
                 // Charged after the copy and waited for at once, so the last piece is paid
@@ -301,6 +325,20 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
                 }
             }
             Ok(Ok(Step::CaughtUp)) => {
+                // Write the copy back before the swap takes the log's lock, so that produce
+                // waits only for what came in since.
+                let r2 = r.clone();
+                let synced = tokio::task::spawn_blocking(move || match r2.future.lock().as_mut() {
+                    Some(f) => f.log.sync_all(),
+                    None => Ok(()),
+                })
+                .await;
+                if let Ok(Err(e)) = synced {
+                    tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
+                    core.report_log_error(&e);
+                    cancel(&core, &r);
+                    return;
+                }
                 let r2 = r.clone();
                 match tokio::task::spawn_blocking(move || swap(&r2)).await {
                     Ok(Ok(Some(old))) => {
@@ -337,7 +375,12 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
 /// Copies the next piece of the current log into the future log. The current log's lock is held
 /// only for the read; the future's lock is taken before it is released, so that a truncation
 /// (which takes both, in that order) cannot slip between the read and the append.
-fn copy_step(r: &Replica, chunk: usize) -> Result<Step, LogError> {
+///
+/// A sealed segment, when unthrottled, is copied as whole files without the current log's lock:
+/// sealed segments change only by truncation, which bumps `truncations` first, so an unchanged
+/// count after the copy (checked while the future's lock still holds a truncation back) proves
+/// the copy whole.
+fn copy_step(r: &Replica, chunk: usize, whole_files: bool) -> Result<Step, LogError> {
     let log = r.log.lock();
     let mut fut = r.future.lock();
     let Some(f) = fut.as_mut() else {
@@ -346,6 +389,28 @@ fn copy_step(r: &Replica, chunk: usize) -> Result<Step, LogError> {
     let from = f.log.log_end_offset();
     if from >= log.log_end_offset() {
         return Ok(Step::CaughtUp);
+    }
+    if whole_files && f.whole_files {
+        if let Some(seg) = log.sealed_segment_at(from) {
+            let before = r.truncations.load(std::sync::atomic::Ordering::SeqCst);
+            drop(log);
+            match f.log.adopt_segment_copy(&seg) {
+                Ok(()) if r.truncations.load(std::sync::atomic::Ordering::SeqCst) == before => {
+                    f.copied_bytes += seg.size;
+                    return Ok(Step::Copied(seg.size as usize));
+                }
+                Ok(()) => {
+                    // Truncated meanwhile: drop the copy; the next step starts again from here.
+                    f.log.truncate_to(from)?;
+                    return Ok(Step::Copied(0));
+                }
+                Err(e) => {
+                    tracing::warn!(replica = %r.name(), error = %e, "whole-file segment copy failed; copying batch by batch");
+                    f.whole_files = false;
+                    return Ok(Step::Copied(0));
+                }
+            }
+        }
     }
     let bytes = log.read(from, chunk, i64::MAX)?;
     drop(log);
@@ -372,11 +437,12 @@ fn swap(r: &Replica) -> Result<Option<PathBuf>, LogError> {
         f.log.append_replicated(&bytes)?;
         f.copied_bytes += bytes.len() as u64;
     }
-    f.log.flush()?;
+    f.log.sync_all()?;
     log.flush()?;
     let Some(f) = fut.take() else {
         return Ok(None); // checked above, under the same lock
     };
+    // The new current log syncs its segments as they seal, as every live log does.
     let cfg = log.config().clone();
     let current = log.dir().to_path_buf();
     let future = f.log.dir().to_path_buf();

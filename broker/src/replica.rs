@@ -81,6 +81,9 @@ pub struct Replica {
     pub log: Mutex<PartitionLog>,
     /// The log being filled in another dir while the replica moves there.
     pub future: Mutex<Option<FutureLog>>,
+    /// Bumped before every truncation, so a copy made without the log's lock can tell whether
+    /// the log changed under it.
+    pub truncations: std::sync::atomic::AtomicU64,
     /// Role and progress.
     pub state: Mutex<ReplicaState>,
     changed: watch::Sender<u64>,
@@ -97,6 +100,7 @@ impl Replica {
             broker_id,
             log: Mutex::new(log),
             future: Mutex::new(None),
+            truncations: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(ReplicaState {
                 role: Role::Follower { leader: -1, epoch: 0 },
                 meta: PartitionState::default(),
@@ -117,6 +121,7 @@ impl Replica {
     /// Truncates the log and, so that a move never copies records the log no longer has, its
     /// future log; returns the new log end offset.
     pub fn truncate_log(&self, log: &mut PartitionLog, offset: i64) -> Result<i64, crate::partition_log::LogError> {
+        self.truncations.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         log.truncate_to(offset)?;
         let leo = log.log_end_offset();
         if let Some(f) = self.future.lock().as_mut() {

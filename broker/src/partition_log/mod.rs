@@ -33,6 +33,9 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// Fsync the active segment after every append.
     pub fsync_on_append: bool,
+    /// Fsync a segment when it is sealed. Only a log that is not live yet (a log dir move's
+    /// future log, synced whole by [`PartitionLog::sync_all`] before it goes live) turns it off.
+    pub fsync_on_roll: bool,
 }
 
 impl Default for LogConfig {
@@ -41,6 +44,7 @@ impl Default for LogConfig {
             segment_bytes: 64 * 1024 * 1024,
             index_interval_bytes: 4096,
             fsync_on_append: false,
+            fsync_on_roll: true,
         }
     }
 }
@@ -101,6 +105,21 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
 /// Folder of a partition replica inside a log dir: `<logdir>/<topic>-<partition>`.
 pub fn partition_dir(logdir: &Path, topic: &str, partition: u32) -> PathBuf {
     logdir.join(format!("{topic}-{partition}"))
+}
+
+/// A sealed segment's files, as another log can adopt a copy of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSegment {
+    /// First offset in it.
+    pub base: i64,
+    /// The offset after its last record.
+    pub next_offset: i64,
+    /// Its bytes.
+    pub size: u64,
+    /// The `.log` file.
+    pub log_path: PathBuf,
+    /// The `.index` file.
+    pub index_path: PathBuf,
 }
 
 /// The on-disk log of one partition replica. Single-threaded: callers wrap it in a mutex.
@@ -348,7 +367,9 @@ impl PartitionLog {
 
     /// Seals the active segment and starts a new one at `base`.
     fn roll(&mut self, base: i64) -> Result<(), LogError> {
-        self.active().sync()?;
+        if self.cfg.fsync_on_roll {
+            self.active().sync()?;
+        }
         let seg = Segment::create(&self.dir, base)?;
         sync_dir(&self.dir)?;
         tracing::debug!(dir = %self.dir.display(), base, "rolled to a new segment");
@@ -467,6 +488,81 @@ impl PartitionLog {
     /// Fsyncs the active segment and its index.
     pub fn flush(&mut self) -> Result<(), LogError> {
         self.active().sync()
+    }
+
+    /// The sealed (not active) segment starting at `base`, if there is one.
+    pub fn sealed_segment_at(&self, base: i64) -> Option<SealedSegment> {
+        let seg = self.segments.get(&base)?;
+        if seg.base == self.active().base {
+            return None;
+        }
+        Some(SealedSegment {
+            base,
+            next_offset: seg.next_offset,
+            size: seg.size,
+            log_path: seg.log_path.clone(),
+            index_path: seg.index_path.clone(),
+        })
+    }
+
+    /// Appends a copy of another log's sealed segment, file by file (the kernel copies the bytes,
+    /// as `cp` does). Only at a segment boundary: this log must end at `src.base` with an empty
+    /// active segment there. On any error the log is left as it was.
+    pub fn adopt_segment_copy(&mut self, src: &SealedSegment) -> Result<(), LogError> {
+        let active = self.active();
+        if active.base != src.base || active.size != 0 {
+            return Err(LogError::NonContiguous {
+                expected: self.log_end_offset(),
+                got: src.base,
+            });
+        }
+        let empty = self.segments.remove(&src.base).expect("the active segment exists");
+        let (log_path, index_path) = (empty.log_path.clone(), empty.index_path.clone());
+        drop(empty);
+        let adopted = (|| {
+            fs::copy(&src.log_path, &log_path).map_err(|e| io_err("copy", &src.log_path, e))?;
+            fs::copy(&src.index_path, &index_path).map_err(|e| io_err("copy", &src.index_path, e))?;
+            let mut seg = Segment::open(&self.dir, src.base)?;
+            seg.recover_sealed(self.cfg.index_interval_bytes)?;
+            if seg.next_offset != src.next_offset {
+                return Err(LogError::Corrupt {
+                    path: seg.log_path.clone(),
+                    detail: format!("copy ends at offset {} instead of {}", seg.next_offset, src.next_offset),
+                });
+            }
+            let mut epochs = Vec::new();
+            seg.for_each_header(&mut |h| epochs.push((h.leader_epoch, h.base_offset)))?;
+            Ok((seg, epochs))
+        })();
+        match adopted {
+            Ok((seg, epochs)) => {
+                let next = seg.next_offset;
+                self.segments.insert(src.base, seg);
+                let mut changed = false;
+                for (epoch, start) in epochs {
+                    if self.latest_epoch().is_none_or(|latest| epoch > latest) {
+                        changed |= self.epochs.assign_in_memory(epoch, start);
+                    }
+                }
+                if changed {
+                    self.epochs.persist()?;
+                }
+                self.segments.insert(next, Segment::create(&self.dir, next)?);
+                Ok(())
+            }
+            Err(e) => {
+                self.segments.insert(src.base, Segment::create(&self.dir, src.base)?);
+                Err(e)
+            }
+        }
+    }
+
+    /// Fsyncs every segment, its index, and the folder.
+    pub fn sync_all(&mut self) -> Result<(), LogError> {
+        for seg in self.segments.values() {
+            seg.sync()?;
+        }
+        sync_dir(&self.dir)
     }
 
     /// Closes the log and removes its whole folder.

@@ -9,6 +9,7 @@ fn small(segment_bytes: u64, index_interval_bytes: u32) -> LogConfig {
         segment_bytes,
         index_interval_bytes,
         fsync_on_append: false,
+        fsync_on_roll: true,
     }
 }
 
