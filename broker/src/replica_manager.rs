@@ -340,6 +340,11 @@ impl BrokerCore {
     /// a failed disk).
     pub fn report_log_error(&self, e: &crate::partition_log::LogError) {
         if let crate::partition_log::LogError::Io { path, source, .. } = e {
+            // A file gone because its replica was deleted meanwhile is not a failed disk (the
+            // probe still catches a dir that vanished).
+            if source.kind() == std::io::ErrorKind::NotFound {
+                return;
+            }
             if let Some(dir) = self.dirs.dir_of(path).cloned() {
                 self.fail_dir(&dir, format!("{}: {source}", path.display()));
             }

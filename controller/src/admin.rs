@@ -582,6 +582,22 @@ impl Admin for AdminService {
                 }))
             }
         };
+        // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
+        // would complete (or change) the very partitions the rollback is writing.
+        let joins_adding = new
+            .isr
+            .iter()
+            .any(|r| entry.state.adding.contains(r) && !entry.state.isr.contains(r));
+        if joins_adding && self.client.get(keys::REASSIGN_CANCEL).await.map_err(status)?.is_some() {
+            return Ok(Response::new(AlterPartitionResponse {
+                error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
+                error_message: format!(
+                    "{}-{}: a cancel-all is rolling back its reassignment; adding replicas do not join the ISR",
+                    req.topic, req.partition
+                ),
+                state: Some(entry.state.clone()),
+            }));
+        }
         // Completion is decided in the same transaction as the ISR change that allows it.
         let (new, guards, ops) = match reassignment::complete(&new, &view.live_brokers()) {
             Some(done) => {

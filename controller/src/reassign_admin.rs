@@ -294,6 +294,13 @@ pub async fn list(
 
 /// CancelAllReassignments: sets the marker and rolls every reassignment back, in one transaction.
 pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
+    // The marker goes in first, on its own: it stops new submissions and the ISR expansions
+    // that would complete the moves being undone, so the rollback below is not raced by them.
+    if client.get(keys::REASSIGN_CANCEL).await?.is_none() {
+        client
+            .put(keys::REASSIGN_CANCEL, ReassignmentRecord::default().encode_to_vec())
+            .await?;
+    }
     for _ in 0..ATTEMPTS {
         let view = load_view(client).await?;
         let (moving, marker) = load_reassignments(client).await?;

@@ -6,6 +6,8 @@ pub const BROKER_IDS: &str = "/brokers/ids/";
 pub const TOPICS: &str = "/brokers/topics/";
 /// The active controller.
 pub const CONTROLLER: &str = "/controller";
+/// The cluster's id ([`crate::ferry::ClusterIdRecord`]), written by a ZooKeeper import.
+pub const CLUSTER_ID: &str = "/cluster/id";
 /// Prefix of in-flight reassignments.
 pub const REASSIGNMENTS: &str = "/admin/reassignments/";
 /// Present while a cancel-all is in force.

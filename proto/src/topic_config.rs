@@ -72,6 +72,16 @@ const KNOWN: &[&str] = &[
     FOLLOWER_THROTTLED_REPLICAS,
 ];
 
+/// Whether Ferry knows (and checks) this topic config.
+pub fn is_known(key: &str) -> bool {
+    KNOWN.contains(&key)
+}
+
+/// Whether Ferry knows (and checks) this broker config.
+pub fn is_known_broker(key: &str) -> bool {
+    BROKER_KNOWN.contains(&key)
+}
+
 /// Checks every config; the error names the config and the reason.
 pub fn validate(config: &HashMap<String, String>) -> Result<(), String> {
     for (k, v) in config {

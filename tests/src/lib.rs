@@ -2,6 +2,7 @@
 
 pub mod data;
 pub mod reassign;
+pub mod zk;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

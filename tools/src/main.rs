@@ -6,6 +6,7 @@ mod dev;
 mod kv;
 mod log_dirs;
 mod members;
+mod migrate_zk;
 mod node_cmd;
 mod reassign;
 mod topics;
@@ -39,6 +40,8 @@ enum Command {
     Consume(data::ConsumeArgs),
     /// Move partition replicas (like kafka-reassign-partitions.sh).
     Reassign(reassign::ReassignArgs),
+    /// Import a Kafka cluster's metadata from ZooKeeper, in-flight reassignments included.
+    MigrateZk(migrate_zk::MigrateZkArgs),
     /// Describe brokers' log dirs and move replicas between them (like kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
 }
@@ -113,6 +116,10 @@ async fn run(cli: Cli) {
         Command::Reassign(a) => {
             init_tracing("warn");
             reassign::run(a).await
+        }
+        Command::MigrateZk(a) => {
+            init_tracing("warn");
+            migrate_zk::run(a).await
         }
         Command::LogDirs(a) => {
             init_tracing("warn");

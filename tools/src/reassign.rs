@@ -490,38 +490,6 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn files_are_checked_with_the_partition_or_line_named() {
-        let ok =
-            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}"#;
-        assert_eq!(parse_file(ok).unwrap().partitions[0].replicas, vec![1, 2]);
-        let err = |s: &str| parse_file(s).unwrap_err().to_string();
-        assert!(err(r#"{"version":1,"partitions":[{"topic":"t","#).contains("line 1"));
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":"x","replicas":[1]}]}"#)
-                .contains("invalid type")
-        );
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","replicas":[1]}]}"#).contains("missing field `partition`")
-        );
-        assert!(err(r#"{"version":2,"partitions":[]}"#).contains("unknown version 2"));
-        let dup = r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}"#;
-        assert!(err(dup).contains("t-0 appears twice"));
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[-1]}]}"#)
-                .contains("t-1: broker id -1 is negative")
-        );
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1],"log_dirs":[]}]}"#)
-                .contains("0 log_dirs for 1 replicas")
-        );
-    }
-}
-
 /// The replicas the file names a log dir for: (broker, topic, partition, dir).
 fn named_dirs(f: &ReassignmentFile) -> Vec<(i32, String, u32, String)> {
     let mut out = Vec::new();
@@ -626,4 +594,36 @@ async fn verify_dir_moves(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Re
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_checked_with_the_partition_or_line_named() {
+        let ok =
+            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}"#;
+        assert_eq!(parse_file(ok).unwrap().partitions[0].replicas, vec![1, 2]);
+        let err = |s: &str| parse_file(s).unwrap_err().to_string();
+        assert!(err(r#"{"version":1,"partitions":[{"topic":"t","#).contains("line 1"));
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":"x","replicas":[1]}]}"#)
+                .contains("invalid type")
+        );
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","replicas":[1]}]}"#).contains("missing field `partition`")
+        );
+        assert!(err(r#"{"version":2,"partitions":[]}"#).contains("unknown version 2"));
+        let dup = r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}"#;
+        assert!(err(dup).contains("t-0 appears twice"));
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[-1]}]}"#)
+                .contains("t-1: broker id -1 is negative")
+        );
+        assert!(
+            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1],"log_dirs":[]}]}"#)
+                .contains("0 log_dirs for 1 replicas")
+        );
+    }
 }

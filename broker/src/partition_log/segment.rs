@@ -42,14 +42,45 @@ struct Scan {
     stop: Option<String>,
 }
 
-/// An open segment; all sizes are in bytes of the `.log` file.
+/// A file opened on first use, so that a segment nobody writes or reads (an empty partition)
+/// holds no file descriptor: a broker can then host many more idle replicas than its
+/// descriptor limit.
+#[derive(Debug)]
+struct LazyFile {
+    path: PathBuf,
+    file: std::sync::OnceLock<File>,
+}
+
+impl LazyFile {
+    fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            file: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The open file, opening it now if needed.
+    fn get(&self) -> std::io::Result<&File> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let f = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        Ok(self.file.get_or_init(|| f))
+    }
+
+    fn is_open(&self) -> bool {
+        self.file.get().is_some()
+    }
+}
+
+/// A segment; all sizes are in bytes of the `.log` file.
 #[derive(Debug)]
 pub(super) struct Segment {
     pub base: i64,
     pub next_offset: i64,
     pub size: u64,
-    log: File,
-    index_file: File,
+    log: LazyFile,
+    index_file: LazyFile,
     pub log_path: PathBuf,
     pub index_path: PathBuf,
     index: Vec<IndexEntry>,
@@ -70,12 +101,14 @@ impl Segment {
     pub fn create(dir: &Path, base: i64) -> Result<Self, LogError> {
         let log_path = dir.join(format!("{}.log", file_stem(base)));
         let index_path = dir.join(format!("{}.index", file_stem(base)));
+        drop(open_rw(&log_path, true)?);
+        drop(open_rw(&index_path, true)?);
         Ok(Segment {
             base,
             next_offset: base,
             size: 0,
-            log: open_rw(&log_path, true)?,
-            index_file: open_rw(&index_path, true)?,
+            log: LazyFile::new(log_path.clone()),
+            index_file: LazyFile::new(index_path.clone()),
             log_path,
             index_path,
             index: Vec::new(),
@@ -86,14 +119,18 @@ impl Segment {
     pub fn open(dir: &Path, base: i64) -> Result<Self, LogError> {
         let log_path = dir.join(format!("{}.log", file_stem(base)));
         let index_path = dir.join(format!("{}.index", file_stem(base)));
-        let log = open_rw(&log_path, false)?;
-        let size = log.metadata().map_err(|e| io_err("stat", &log_path, e))?.len();
+        let size = std::fs::metadata(&log_path)
+            .map_err(|e| io_err("stat", &log_path, e))?
+            .len();
+        if !index_path.exists() {
+            drop(open_rw(&index_path, false)?);
+        }
         Ok(Segment {
             base,
             next_offset: base,
             size,
-            log,
-            index_file: open_rw(&index_path, false)?,
+            log: LazyFile::new(log_path.clone()),
+            index_file: LazyFile::new(index_path.clone()),
             log_path,
             index_path,
             index: Vec::new(),
@@ -102,11 +139,12 @@ impl Segment {
 
     /// Reads the index file, keeping the longest prefix of plausible entries; true if the file was fully valid.
     fn load_index(&mut self) -> Result<(Vec<IndexEntry>, bool), LogError> {
-        let len = self
-            .index_file
-            .metadata()
+        let len = std::fs::metadata(&self.index_path)
             .map_err(|e| io_err("stat", &self.index_path, e))?
             .len();
+        if len == 0 {
+            return Ok((Vec::new(), true));
+        }
         // A valid index is far smaller than this; anything bigger is garbage, not worth reading.
         let max_len = (self.size / HEADER_LEN as u64 + 1) * INDEX_ENTRY_LEN as u64;
         if len > max_len {
@@ -114,7 +152,8 @@ impl Segment {
         }
         let mut buf = vec![0u8; len as usize];
         self.index_file
-            .read_exact_at(&mut buf, 0)
+            .get()
+            .and_then(|f| f.read_exact_at(&mut buf, 0))
             .map_err(|e| io_err("read", &self.index_path, e))?;
         let mut entries: Vec<IndexEntry> = Vec::with_capacity(buf.len() / INDEX_ENTRY_LEN);
         let mut clean = buf.len().is_multiple_of(INDEX_ENTRY_LEN);
@@ -136,7 +175,8 @@ impl Segment {
         let n = (limit - pos).min(HEADER_LEN as u64) as usize;
         let mut buf = [0u8; HEADER_LEN];
         self.log
-            .read_exact_at(&mut buf[..n], pos)
+            .get()
+            .and_then(|f| f.read_exact_at(&mut buf[..n], pos))
             .map_err(|e| format!("read failed: {e}"))?;
         let h = record_batch::peek_header(&buf[..n])
             .map_err(|e| e.to_string())?
@@ -183,7 +223,7 @@ impl Segment {
             }
             if full {
                 let mut buf = vec![0u8; h.total_len];
-                if let Err(e) = self.log.read_exact_at(&mut buf, pos) {
+                if let Err(e) = self.log.get().and_then(|f| f.read_exact_at(&mut buf, pos)) {
                     stop = Some(format!("read failed: {e}"));
                     break;
                 }
@@ -228,7 +268,8 @@ impl Segment {
         if rewrite {
             self.write_index_file()?;
             self.index_file
-                .sync_all()
+                .get()
+                .and_then(File::sync_all)
                 .map_err(|e| io_err("fsync", &self.index_path, e))?;
         }
         Ok(())
@@ -261,10 +302,9 @@ impl Segment {
                 reason = %why,
                 "truncating damaged tail of the active segment"
             );
-            self.log
-                .set_len(scan.pos)
-                .map_err(|e| io_err("truncate", &self.log_path, e))?;
-            self.log.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+            let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+            f.set_len(scan.pos).map_err(|e| io_err("truncate", &self.log_path, e))?;
+            f.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
         }
         self.size = scan.pos;
         self.next_offset = scan.next_offset;
@@ -296,11 +336,17 @@ impl Segment {
             buf.extend_from_slice(&e.rel.to_le_bytes());
             buf.extend_from_slice(&e.pos.to_le_bytes());
         }
-        self.index_file
-            .write_all_at(&buf, 0)
+        if buf.is_empty() && !self.index_file.is_open() {
+            // Nothing to write; only clear a stale file, without keeping it open.
+            let len = std::fs::metadata(&self.index_path).map_or(0, |m| m.len());
+            if len == 0 {
+                return Ok(());
+            }
+        }
+        let f = self.index_file.get().map_err(|e| io_err("open", &self.index_path, e))?;
+        f.write_all_at(&buf, 0)
             .map_err(|e| io_err("write", &self.index_path, e))?;
-        self.index_file
-            .set_len(buf.len() as u64)
+        f.set_len(buf.len() as u64)
             .map_err(|e| io_err("truncate", &self.index_path, e))
     }
 
@@ -332,16 +378,18 @@ impl Segment {
         let start = out.len();
         out.resize(start + len, 0);
         self.log
-            .read_exact_at(&mut out[start..], pos)
+            .get()
+            .and_then(|f| f.read_exact_at(&mut out[start..], pos))
             .map_err(|e| io_err("read", &self.log_path, e))
     }
 
     /// Appends one verified batch at the end of the file and indexes it if due.
     pub fn append(&mut self, batch: &[u8], h: &BatchHeader, interval: u32) -> Result<(), LogError> {
         let pos = self.size;
-        if let Err(e) = self.log.write_all_at(batch, pos) {
+        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+        if let Err(e) = f.write_all_at(batch, pos) {
             // Drop any partial write so the file keeps matching our in-memory size.
-            let _ = self.log.set_len(pos);
+            let _ = f.set_len(pos);
             return Err(io_err("write", &self.log_path, e));
         }
         let before = self.index.len();
@@ -351,7 +399,8 @@ impl Segment {
             let mut buf = [0u8; INDEX_ENTRY_LEN];
             buf[..4].copy_from_slice(&e.rel.to_le_bytes());
             buf[4..].copy_from_slice(&e.pos.to_le_bytes());
-            if let Err(err) = self.index_file.write_all_at(&buf, (before * INDEX_ENTRY_LEN) as u64) {
+            let at = (before * INDEX_ENTRY_LEN) as u64;
+            if let Err(err) = self.index_file.get().and_then(|f| f.write_all_at(&buf, at)) {
                 // The index is only a lookup aid; losing an entry costs a longer scan, not data.
                 tracing::warn!(path = %self.index_path.display(), error = %err, "failed to write index entry");
                 self.index.truncate(before);
@@ -369,27 +418,33 @@ impl Segment {
         } else {
             self.find_batch(offset).map(|(p, h)| (p, Some(h)))?
         };
-        self.log
-            .set_len(pos)
-            .map_err(|e| io_err("truncate", &self.log_path, e))?;
-        self.log.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+        f.set_len(pos).map_err(|e| io_err("truncate", &self.log_path, e))?;
+        f.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
         self.size = pos;
         self.next_offset = h.map_or(self.base, |h| h.base_offset);
         let keep = self.index.partition_point(|e| u64::from(e.pos) < pos);
         self.index.truncate(keep);
         self.write_index_file()?;
-        self.index_file
-            .sync_all()
-            .map_err(|e| io_err("fsync", &self.index_path, e))?;
+        if self.index_file.is_open() {
+            self.index_file
+                .get()
+                .and_then(File::sync_all)
+                .map_err(|e| io_err("fsync", &self.index_path, e))?;
+        }
         Ok(self.next_offset)
     }
 
-    /// Fsyncs the log and index files.
+    /// Fsyncs the log and index files; a file never opened has nothing unsynced (it was created
+    /// empty, and its folder is synced by the log).
     pub fn sync(&self) -> Result<(), LogError> {
-        self.log.sync_data().map_err(|e| io_err("fsync", &self.log_path, e))?;
-        self.index_file
-            .sync_data()
-            .map_err(|e| io_err("fsync", &self.index_path, e))
+        if let Some(f) = self.log.file.get() {
+            f.sync_data().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        }
+        if let Some(f) = self.index_file.file.get() {
+            f.sync_data().map_err(|e| io_err("fsync", &self.index_path, e))?;
+        }
+        Ok(())
     }
 
     /// Number of index entries (for tests).

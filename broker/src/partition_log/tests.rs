@@ -690,3 +690,23 @@ fn flush_fsync_config_and_delete() {
         assert!(matches!(err, LogError::InvalidConfig(_)), "{err}");
     }
 }
+
+#[test]
+fn empty_logs_hold_no_file_descriptors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let before = fds();
+    let mut logs: Vec<PartitionLog> = (0..50)
+        .map(|i| PartitionLog::open(&tmp.path().join(format!("t-{i}")), LogConfig::default()).unwrap())
+        .collect();
+    assert!(fds() < before + 5, "50 empty logs hold {} descriptors", fds() - before);
+    // Reopened empty logs hold none either; a write opens the files it needs.
+    drop(logs);
+    logs = (0..50)
+        .map(|i| PartitionLog::open(&tmp.path().join(format!("t-{i}")), LogConfig::default()).unwrap())
+        .collect();
+    assert!(fds() < before + 5);
+    logs[0].append_as_leader(&[b"x"], 1, 0).unwrap();
+    assert_eq!(logs[0].read_records(0, 1024, 1).unwrap().len(), 1);
+    assert!(fds() <= before + 2 + 5);
+}

@@ -118,6 +118,9 @@ async fn main() -> anyhow::Result<()> {
             .admin_call(|mut a| async move { a.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
             .await?;
         let cancel_s = t.elapsed().as_secs_f64();
+        if r.error_code != 0 {
+            bail!("cancel-all failed: {}", r.error_message);
+        }
         let cancelled = r.cancelled.len();
         c.admin_call(|mut a| async move { a.remove_cancel(RemoveCancelRequest {}).await })
             .await?;
