@@ -18,18 +18,25 @@ use tonic::{Request, Response, Status};
 use crate::partition_change::{self, Election, IsrChange, NO_LEADER};
 use crate::placement::{self, BrokerSlot};
 use crate::topic_name::validate_topic_name;
-use crate::{configs, reassign_admin, reassignment};
+use crate::{configs, reassign_admin, reassign_progress, reassignment};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
 pub struct AdminService {
     client: Client,
+    /// Connections to brokers, for reassignment progress.
+    channels: metastore::peers::Peers,
+    progress: std::sync::Arc<reassign_progress::ProgressSamples>,
 }
 
 impl AdminService {
     /// An admin service that reads and writes through `client`.
     pub fn new(client: Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            channels: Default::default(),
+            progress: Default::default(),
+        }
     }
 }
 
@@ -648,9 +655,15 @@ impl Admin for AdminService {
         &self,
         req: Request<ListPartitionReassignmentsRequest>,
     ) -> Result<Response<ListPartitionReassignmentsResponse>, Status> {
-        let r = reassign_admin::list(&self.client, req.into_inner())
-            .await
-            .map_err(status)?;
+        let req = req.into_inner();
+        let with_progress = req.with_progress;
+        let mut r = reassign_admin::list(&self.client, req).await.map_err(status)?;
+        if with_progress && !r.reassignments.is_empty() {
+            let view = load_view(&self.client).await.map_err(status)?;
+            let sizes = reassign_progress::replica_sizes(&view, &self.channels, &r.reassignments).await;
+            let leaders = reassign_progress::leaders(&view, &r.reassignments);
+            self.progress.fill(&mut r.reassignments, &leaders, &sizes);
+        }
         Ok(Response::new(r))
     }
 

@@ -7,5 +7,6 @@ pub mod configs;
 pub mod partition_change;
 pub mod placement;
 pub mod reassign_admin;
+pub mod reassign_progress;
 pub mod reassignment;
 pub mod topic_name;

@@ -283,6 +283,7 @@ pub async fn list(
                 original_replicas: r.original,
                 target: r.target,
                 throttle_rate: r.throttle_rate,
+                progress: vec![],
             }
         })
         .collect();

@@ -38,7 +38,7 @@ pub async fn alter(
 /// The ongoing reassignments.
 pub async fn list(c: &ClusterClient) -> ListPartitionReassignmentsResponse {
     c.admin_call(|mut a| async move {
-        a.list_partition_reassignments(ListPartitionReassignmentsRequest { partitions: vec![] })
+        a.list_partition_reassignments(ListPartitionReassignmentsRequest::default())
             .await
     })
     .await

@@ -76,6 +76,46 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
     let started = Instant::now();
     ok(&alter(&c, &[("big", 0, Some(vec![1, 2, 4]))], Some(RATE)).await);
     assert_eq!(partition_state(&c, "big", 0).await.unwrap().throttle_rate, RATE as u64);
+
+    // Progress, from the brokers: the adding replica's bytes copied and left, then a rate near
+    // the throttle and an ETA once a second report exists.
+    let progress = || async {
+        let req = ListPartitionReassignmentsRequest {
+            partitions: vec![],
+            with_progress: true,
+        };
+        c.admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.list_partition_reassignments(req).await }
+        })
+        .await
+        .unwrap()
+    };
+    let first = progress().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = progress().await;
+    let p = &second.reassignments[0].progress[0];
+    assert_eq!(p.broker, 4);
+    assert!(p.bytes_left > 0 && p.bytes_copied > 0, "{p:?}");
+    assert!(
+        p.bytes_copied > first.reassignments[0].progress[0].bytes_copied,
+        "{first:?} then {p:?}"
+    );
+    assert!(
+        p.rate_bytes_per_sec > RATE as u64 / 4 && p.rate_bytes_per_sec < RATE as u64 * 4,
+        "{p:?}"
+    );
+    assert!(p.eta_ms > 0, "{p:?}");
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        tests::run_ferry(&["reassign", "--progress", "--bootstrap-server", &f.bootstrap()])
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("big-0: replica 4: ") && out.contains(" left, ") && out.contains("/s, ETA "),
+        "{out}"
+    );
+    assert!(out.contains("Total: 1 partition moving, "), "{out}");
+
     wait_until(Duration::from_secs(120), "the move to finish", || async {
         list(&c).await.reassignments.is_empty()
     })

@@ -1,11 +1,12 @@
-//! `ferry dev`: a local cluster of three nodes in one process, on loopback, with no set-up. Each
-//! node is a quorum member and a broker with two log dirs.
+//! `ferry dev`: a local cluster in one process, on loopback, with no set-up: by default three
+//! nodes, each a quorum member and a broker; `--nodes` and `--brokers` change the count and add
+//! broker-only nodes. Every broker has two log dirs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
 use metastore::RaftTuning;
 use serde::{Deserialize, Serialize};
@@ -19,56 +20,92 @@ pub struct DevArgs {
     /// First port; nodes listen on consecutive ports from here (0 = any free ports).
     #[arg(long, default_value_t = 7701)]
     base_port: u16,
+    /// Nodes that are both quorum members and brokers, 1 to 7 [default: 3, or what the data
+    /// dir was made with].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=MAX_NODES))]
+    nodes: Option<u64>,
+    /// Extra broker-only nodes, 0 to 16, with ids after the quorum's [default: 0, or what the
+    /// data dir was made with].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BROKERS))]
+    brokers: Option<u64>,
 }
 
 /// What a dev cluster remembers between starts: the ports its nodes were given.
 #[derive(Serialize, Deserialize)]
 struct DevLayout {
+    /// Quorum-and-broker nodes.
     nodes: BTreeMap<u64, String>,
+    /// Broker-only nodes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    brokers: BTreeMap<u64, String>,
 }
 
 const NODES: u64 = 3;
+const MAX_NODES: u64 = 7;
+const MAX_BROKERS: u64 = 16;
 
-fn layout(dir: &Path, base_port: u16) -> anyhow::Result<DevLayout> {
+fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) -> anyhow::Result<DevLayout> {
     let path = dir.join("dev.json");
     if let Ok(bytes) = std::fs::read(&path) {
-        return serde_json::from_slice(&bytes).with_context(|| format!("{} is malformed", path.display()));
+        let l: DevLayout =
+            serde_json::from_slice(&bytes).with_context(|| format!("{} is malformed", path.display()))?;
+        let (n, m) = (l.nodes.len() as u64, l.brokers.len() as u64);
+        if nodes.is_some_and(|x| x != n) || brokers.is_some_and(|x| x != m) {
+            bail!(
+                "{} holds a cluster of {n} nodes and {m} broker-only nodes; start it without \
+                 --nodes/--brokers, or use another --data-dir",
+                dir.display()
+            );
+        }
+        return Ok(l);
     }
-    let mut nodes = BTreeMap::new();
-    for id in 1..=NODES {
+    let nodes = nodes.unwrap_or(NODES);
+    let brokers = brokers.unwrap_or(0);
+    let mut addrs = BTreeMap::new();
+    for id in 1..=nodes + brokers {
         let port = if base_port == 0 {
             // Reserve a free port by binding and releasing it.
             std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
         } else {
-            base_port + (id - 1) as u16
+            u16::try_from(id - 1)
+                .ok()
+                .and_then(|i| base_port.checked_add(i))
+                .with_context(|| format!("--base-port {base_port}: node {id} would need a port above 65535"))?
         };
-        nodes.insert(id, format!("127.0.0.1:{port}"));
+        addrs.insert(id, format!("127.0.0.1:{port}"));
     }
+    let brokers = addrs.split_off(&(nodes + 1));
     std::fs::create_dir_all(dir)?;
-    let layout = DevLayout { nodes };
+    let layout = DevLayout { nodes: addrs, brokers };
     std::fs::write(&path, serde_json::to_vec_pretty(&layout)?)?;
     Ok(layout)
 }
 
 /// Runs the dev cluster until Ctrl-C or SIGTERM.
 pub async fn run(a: DevArgs) -> anyhow::Result<()> {
-    let layout = layout(&a.data_dir, a.base_port)?;
+    let layout = layout(&a.data_dir, a.base_port, a.nodes, a.brokers)?;
+    let quorum: Vec<String> = layout.nodes.values().cloned().collect();
     let mut nodes = Vec::new();
-    for (id, addr) in &layout.nodes {
+    for (id, addr) in layout.nodes.iter().chain(&layout.brokers) {
+        let broker_only = layout.brokers.contains_key(id);
         let listen: SocketAddr = addr.parse()?;
         let dir = a.data_dir.join(format!("node-{id}"));
         let node = crate::cluster_node::start(crate::cluster_node::NodeOptions {
             id: *id,
             data_dir: dir.clone(),
             listen,
-            peers: layout.nodes.clone(),
+            peers: if broker_only {
+                BTreeMap::new()
+            } else {
+                layout.nodes.clone()
+            },
             join: false,
             raft: RaftTuning::default(),
             roles: crate::cluster_node::Roles {
-                quorum: true,
+                quorum: !broker_only,
                 broker: true,
             },
-            quorum: Vec::new(),
+            quorum: if broker_only { quorum.clone() } else { Vec::new() },
             log_dirs: vec![dir.join("logs-1"), dir.join("logs-2")],
             rack: None,
             session_timeout_ms: 6000,
@@ -81,15 +118,29 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     }
     let bootstrap = layout.nodes.values().cloned().collect::<Vec<_>>().join(",");
     let first = layout.nodes.values().next().cloned().unwrap_or_default();
-    println!("ferry dev: {} nodes, data in {}", nodes.len(), a.data_dir.display());
+    if layout.brokers.is_empty() {
+        println!("ferry dev: {} nodes, data in {}", nodes.len(), a.data_dir.display());
+    } else {
+        println!(
+            "ferry dev: {} nodes ({} quorum and broker, {} broker only), data in {}",
+            nodes.len(),
+            layout.nodes.len(),
+            layout.brokers.len(),
+            a.data_dir.display()
+        );
+    }
     for (id, addr) in &layout.nodes {
         println!("  node {id}: {addr}");
+    }
+    for (id, addr) in &layout.brokers {
+        println!("  node {id}: {addr} (broker only)");
     }
     println!("bootstrap: {first}");
     println!();
     println!("Try next (in another terminal):");
+    let rf = nodes.len().min(3);
     println!(
-        "  ferry topics --create --topic demo --partitions 3 --replication-factor 3 --bootstrap-server {bootstrap}"
+        "  ferry topics --create --topic demo --partitions 3 --replication-factor {rf} --bootstrap-server {bootstrap}"
     );
     println!("  seq 1 5 | ferry produce --topic demo --bootstrap-server {first}");
     println!("  ferry consume --topic demo --from-beginning --max-records 5 --bootstrap-server {first}");
@@ -101,7 +152,9 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     println!("Stop with Ctrl-C; a second start reuses the data.");
     crate::shutdown_signal().await;
     println!("stopping...");
-    for n in nodes {
+    // Broker-only nodes first: they deregister through the quorum.
+    let broker_only = nodes.split_off(layout.nodes.len());
+    for n in broker_only.into_iter().chain(nodes) {
         n.shutdown().await;
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `ferry`: runs nodes and a local dev cluster, and talks to the metastore.
 
 mod cluster_node;
+mod config_file;
 mod data;
 mod dev;
 mod kv;
@@ -9,9 +10,10 @@ mod members;
 mod migrate_zk;
 mod node_cmd;
 mod reassign;
+mod reassign_progress;
 mod topics;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Ferry moves Kafka-style partition replicas between brokers and disks, with its coordination
 /// state in an embedded Raft quorum.
@@ -26,7 +28,7 @@ struct Cli {
 enum Command {
     /// Run one node (a metastore voter).
     Node(node_cmd::NodeArgs),
-    /// Run a local 3-node cluster in this process, with data in ./ferry-dev.
+    /// Run a local cluster in this process (3 nodes unless --nodes/--brokers), with data in ./ferry-dev.
     Dev(dev::DevArgs),
     /// Read and write the metastore's keys.
     Kv(kv::KvArgs),
@@ -56,7 +58,16 @@ fn init_tracing(default: &str) {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
+    // `ferry node --config FILE` fills what no flag or FERRY_* variable gave, before the runtime
+    // is built: the file may set the worker threads.
+    if let (Command::Node(a), Some(m)) = (&mut cli.command, matches.subcommand_matches("node")) {
+        if let Err(e) = a.apply_config_file(m) {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
     // A node's tasks talk to each other constantly; on one thread that costs no cross-thread
     // wake-ups (futex calls), which dominated a node's CPU time on a 2-core machine.
     let threads = match &cli.command {

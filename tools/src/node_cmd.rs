@@ -5,78 +5,183 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use clap::Args;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args};
 use metastore::RaftTuning;
 
 use crate::cluster_node::{self, NodeOptions, Roles};
 
-/// Flags of `ferry node`.
+/// Flags of `ferry node`. Each may also come from a `FERRY_<NAME>` environment variable (the
+/// long name in upper case with `_` for `-`) or from the `--config` file (the long name with `_`
+/// for `-`); a flag beats the variable, which beats the file, which beats the default.
 #[derive(Args)]
 pub struct NodeArgs {
-    /// This node's id (> 0).
-    #[arg(long)]
-    id: u64,
-    /// Where the node keeps its log, vote and snapshots.
-    #[arg(long)]
-    data_dir: PathBuf,
-    /// Address to serve gRPC on, HOST:PORT.
-    #[arg(long)]
-    listen: SocketAddr,
+    /// A TOML file with any of these flags as keys: `session_timeout_ms = 2000`,
+    /// `log_dirs = ["/a", "/b"]`. Flags and FERRY_* variables override it.
+    #[arg(long, env = "FERRY_CONFIG")]
+    config: Option<PathBuf>,
+    /// This node's id (> 0). Required.
+    #[arg(long, env = "FERRY_ID")]
+    id: Option<u64>,
+    /// Where the node keeps its log, vote and snapshots. Required.
+    #[arg(long, env = "FERRY_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Address to serve gRPC on, HOST:PORT. Required.
+    #[arg(long, env = "FERRY_LISTEN")]
+    listen: Option<SocketAddr>,
     /// The founding voters: 1=HOST:PORT,2=HOST:PORT,...
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", env = "FERRY_PEERS")]
     peers: String,
     /// Join an existing cluster (added with `ferry metastore members add-learner`) instead of forming one.
-    #[arg(long)]
+    #[arg(long, env = "FERRY_JOIN")]
     join: bool,
     /// Worker threads of the node's async runtime (0 = one per core).
-    #[arg(long, default_value_t = 1, env = "FERRY_NODE_THREADS")]
+    #[arg(long, default_value_t = 1, env = "FERRY_THREADS")]
     pub threads: usize,
     /// Raft heartbeat interval in ms.
-    #[arg(long, default_value_t = RaftTuning::default().heartbeat_ms)]
+    #[arg(long, default_value_t = RaftTuning::default().heartbeat_ms, env = "FERRY_HEARTBEAT_MS")]
     heartbeat_ms: u64,
     /// Minimum election timeout in ms.
-    #[arg(long, default_value_t = RaftTuning::default().election_min_ms)]
+    #[arg(long, default_value_t = RaftTuning::default().election_min_ms, env = "FERRY_ELECTION_MIN_MS")]
     election_min_ms: u64,
     /// Maximum election timeout in ms.
-    #[arg(long, default_value_t = RaftTuning::default().election_max_ms)]
+    #[arg(long, default_value_t = RaftTuning::default().election_max_ms, env = "FERRY_ELECTION_MAX_MS")]
     election_max_ms: u64,
     /// Build a snapshot every this many log entries.
-    #[arg(long, default_value_t = RaftTuning::default().snapshot_every)]
+    #[arg(long, default_value_t = RaftTuning::default().snapshot_every, env = "FERRY_SNAPSHOT_EVERY")]
     snapshot_every: u64,
     /// Roles of this node: quorum, broker, or quorum,broker.
-    #[arg(long, default_value = "quorum,broker")]
+    #[arg(long, default_value = "quorum,broker", env = "FERRY_ROLES")]
     roles: Roles,
     /// The quorum's addresses, for a broker-only node: HOST:PORT,...
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", env = "FERRY_QUORUM")]
     quorum: String,
     /// Broker log dirs, comma-separated (default: <data dir>/logs).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "FERRY_LOG_DIRS")]
     log_dirs: Vec<PathBuf>,
     /// Broker rack.
-    #[arg(long)]
+    #[arg(long, env = "FERRY_RACK")]
     rack: Option<String>,
     /// A broker silent this long loses its registration and its leaderships.
-    #[arg(long, default_value_t = 6000)]
+    #[arg(long, default_value_t = 6000, env = "FERRY_SESSION_TIMEOUT_MS")]
     session_timeout_ms: u64,
     /// `replica.lag.time.max.ms`: an in-sync follower not caught up for this long leaves the ISR.
-    #[arg(long, default_value_t = broker::DataConfig::default().replica_lag_max_ms)]
+    #[arg(long, default_value_t = broker::DataConfig::default().replica_lag_max_ms, env = "FERRY_REPLICA_LAG_TIME_MAX_MS")]
     replica_lag_time_max_ms: u64,
     /// Segment size of partition logs in bytes.
-    #[arg(long, default_value_t = 64 << 20)]
+    #[arg(long, default_value_t = 64 << 20, env = "FERRY_SEGMENT_BYTES")]
     segment_bytes: u64,
     /// Move leadership back to preferred replicas (auto.leader.rebalance.enable).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "FERRY_AUTO_LEADER_REBALANCE")]
     auto_leader_rebalance: bool,
     /// How often preferred leaders are checked, in ms.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, env = "FERRY_LEADER_IMBALANCE_CHECK_INTERVAL_MS")]
     leader_imbalance_check_interval_ms: u64,
     /// How often each log dir is probed with a small synced write, in ms; a dir that fails goes
     /// offline.
-    #[arg(long, default_value_t = broker::DataConfig::default().dir_probe_interval_ms)]
+    #[arg(long, default_value_t = broker::DataConfig::default().dir_probe_interval_ms, env = "FERRY_LOG_DIR_PROBE_INTERVAL_MS")]
     log_dir_probe_interval_ms: u64,
     /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
-    #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism)]
+    #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism, env = "FERRY_NUM_REPLICA_ALTER_LOG_DIRS_THREADS")]
     num_replica_alter_log_dirs_threads: usize,
+}
+
+/// The `--config` file of `ferry node`: every flag but `--config`, named with `_` for `-`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    id: Option<u64>,
+    data_dir: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    peers: Option<String>,
+    join: Option<bool>,
+    threads: Option<usize>,
+    heartbeat_ms: Option<u64>,
+    election_min_ms: Option<u64>,
+    election_max_ms: Option<u64>,
+    snapshot_every: Option<u64>,
+    #[serde(default, deserialize_with = "roles_from_str")]
+    roles: Option<Roles>,
+    quorum: Option<String>,
+    log_dirs: Option<Vec<PathBuf>>,
+    rack: Option<String>,
+    session_timeout_ms: Option<u64>,
+    replica_lag_time_max_ms: Option<u64>,
+    segment_bytes: Option<u64>,
+    auto_leader_rebalance: Option<bool>,
+    leader_imbalance_check_interval_ms: Option<u64>,
+    log_dir_probe_interval_ms: Option<u64>,
+    num_replica_alter_log_dirs_threads: Option<usize>,
+}
+
+fn roles_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Roles>, D::Error> {
+    let s = <String as serde::Deserialize>::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+impl NodeArgs {
+    /// Fills every setting given neither as a flag nor as a `FERRY_*` variable from the
+    /// `--config` file, if there is one. `m` are the matches of the `node` subcommand.
+    pub fn apply_config_file(&mut self, m: &ArgMatches) -> anyhow::Result<()> {
+        let Some(path) = &self.config else {
+            return Ok(());
+        };
+        let file: FileConfig = crate::config_file::read(path)?;
+        self.merge(file, m);
+        Ok(())
+    }
+
+    fn merge(&mut self, file: FileConfig, m: &ArgMatches) {
+        let given = |id: &str| {
+            matches!(
+                m.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        macro_rules! from_file {
+            ($($field:ident),* $(,)?) => {$(
+                if !given(stringify!($field)) {
+                    if let Some(v) = file.$field {
+                        self.$field = v.into();
+                    }
+                }
+            )*};
+        }
+        from_file!(
+            id,
+            data_dir,
+            listen,
+            peers,
+            join,
+            threads,
+            heartbeat_ms,
+            election_min_ms,
+            election_max_ms,
+            snapshot_every,
+            roles,
+            quorum,
+            log_dirs,
+            rack,
+            session_timeout_ms,
+            replica_lag_time_max_ms,
+            segment_bytes,
+            auto_leader_rebalance,
+            leader_imbalance_check_interval_ms,
+            log_dir_probe_interval_ms,
+            num_replica_alter_log_dirs_threads,
+        );
+    }
+}
+
+/// A required setting, or an error that says the three places it can come from.
+fn required<T>(v: Option<T>, flag: &str) -> anyhow::Result<T> {
+    v.with_context(|| {
+        let key = flag.replace('-', "_");
+        format!(
+            "--{flag} is required (or FERRY_{}, or `{key}` in the --config file)",
+            key.to_uppercase()
+        )
+    })
 }
 
 /// Parses `1=HOST:PORT,2=HOST:PORT`.
@@ -104,6 +209,12 @@ pub fn parse_peers(s: &str) -> anyhow::Result<BTreeMap<u64, String>> {
 
 /// Runs the node until Ctrl-C or SIGTERM.
 pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
+    if let Some(path) = &a.config {
+        tracing::info!(config = %path.display(), "settings not given as flags or FERRY_* variables come from the config file");
+    }
+    let id = required(a.id, "id")?;
+    let data_dir = required(a.data_dir, "data-dir")?;
+    let listen = required(a.listen, "listen")?;
     let peers = parse_peers(&a.peers)?;
     if a.roles.quorum && peers.is_empty() && !a.join {
         bail!("--peers is required for a quorum node unless --join is given");
@@ -116,9 +227,9 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     };
     data.log.segment_bytes = a.segment_bytes;
     let node = cluster_node::start(NodeOptions {
-        id: a.id,
-        data_dir: a.data_dir,
-        listen: a.listen,
+        id,
+        data_dir,
+        listen,
         peers,
         join: a.join,
         raft: RaftTuning {
@@ -146,8 +257,157 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
         },
     })
     .await?;
-    println!("node {} listening on {}", a.id, node.addr);
+    println!("node {id} listening on {}", node.addr);
     crate::shutdown_signal().await;
     node.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    /// Parses `ferry node ARGS` with `file` as its --config file.
+    fn parse(args: &[&str], file: &str) -> anyhow::Result<NodeArgs> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("ferry.toml");
+        std::fs::write(&path, file)?;
+        let path = path.display().to_string();
+        let argv = ["node", "--config", path.as_str()]
+            .into_iter()
+            .chain(args.iter().copied());
+        let m = Cli::command().try_get_matches_from(argv)?;
+        let mut a = Cli::from_arg_matches(&m)?.node;
+        a.apply_config_file(&m)?;
+        Ok(a)
+    }
+
+    const FILE: &str = r#"
+# A broker-only node.
+id = 7
+data_dir = "/d"
+listen = "127.0.0.1:9000"
+roles = "broker"
+quorum = "127.0.0.1:1,127.0.0.1:2"
+log_dirs = ["/a", "/b"]
+rack = "r1"
+session_timeout_ms = 2000
+heartbeat_ms = 10
+segment_bytes = 1000
+join = true
+auto_leader_rebalance = false
+"#;
+
+    #[test]
+    fn flags_beat_variables_beat_the_file_beats_defaults() {
+        // The only test that sets FERRY_* variables; the others do not look at these settings.
+        std::env::set_var("FERRY_SESSION_TIMEOUT_MS", "3000");
+        std::env::set_var("FERRY_HEARTBEAT_MS", "20");
+        std::env::set_var("FERRY_LOG_DIRS", "/x,/y");
+        let a = parse(&["--heartbeat-ms", "30", "--threads", "1"], FILE);
+        std::env::remove_var("FERRY_SESSION_TIMEOUT_MS");
+        std::env::remove_var("FERRY_HEARTBEAT_MS");
+        std::env::remove_var("FERRY_LOG_DIRS");
+        let a = a.unwrap();
+        assert_eq!(a.heartbeat_ms, 30, "flag over variable and file");
+        assert_eq!(a.session_timeout_ms, 3000, "variable over file");
+        assert_eq!(
+            a.log_dirs,
+            vec![PathBuf::from("/x"), PathBuf::from("/y")],
+            "variable over file"
+        );
+        assert_eq!(a.segment_bytes, 1000, "file over default");
+        assert_eq!(a.threads, 1, "a flag equal to the default still beats the file");
+        assert_eq!(a.election_min_ms, RaftTuning::default().election_min_ms, "default");
+        assert_eq!(a.id, Some(7));
+        assert_eq!(a.data_dir, Some(PathBuf::from("/d")));
+        assert_eq!(a.listen, Some("127.0.0.1:9000".parse().unwrap()));
+        assert_eq!(
+            a.roles,
+            Roles {
+                quorum: false,
+                broker: true
+            }
+        );
+        assert_eq!(a.quorum, "127.0.0.1:1,127.0.0.1:2");
+        assert_eq!(a.rack.as_deref(), Some("r1"));
+        assert!(a.join);
+        assert!(!a.auto_leader_rebalance);
+    }
+
+    #[test]
+    fn flags_alone_need_no_file() {
+        let m = Cli::command()
+            .try_get_matches_from(["node", "--id", "2", "--segment-bytes", "5", "--log-dirs", "/p,/q"])
+            .unwrap();
+        let mut a = Cli::from_arg_matches(&m).unwrap().node;
+        a.apply_config_file(&m).unwrap();
+        assert_eq!((a.id, a.segment_bytes), (Some(2), 5));
+        assert_eq!(a.log_dirs.len(), 2);
+        assert_eq!(a.leader_imbalance_check_interval_ms, 5000);
+        assert_eq!(a.roles, "quorum,broker".parse().unwrap());
+        let a = parse(&["--id", "3", "--roles", "quorum", "--rack", "r2"], FILE).unwrap();
+        assert_eq!((a.id, a.rack.as_deref(), a.roles.broker), (Some(3), Some("r2"), false));
+        assert_eq!(a.segment_bytes, 1000);
+    }
+
+    #[test]
+    fn a_bad_file_is_an_error_naming_the_key_and_line() {
+        let err = |file: &str| match parse(&[], file) {
+            Ok(_) => panic!("{file:?} was accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        let e = err("id = 1\nsesion_timeout_ms = 2000\n");
+        assert!(e.contains("line 2: key `sesion_timeout_ms`: unknown field"), "{e}");
+        let e = err("id = 1\n\nsession_timeout_ms = \"2s\"\n");
+        assert!(
+            e.contains("line 3: key `session_timeout_ms`: invalid type: string \"2s\""),
+            "{e}"
+        );
+        let e = err("log_dirs = \"/a\"\n");
+        assert!(e.contains("line 1: key `log_dirs`: invalid type"), "{e}");
+        let e = err("id = -1\n");
+        assert!(e.contains("line 1: key `id`: invalid value"), "{e}");
+        let e = err("roles = \"quorum,brokers\"\n");
+        assert!(e.contains("line 1: key `roles`: unknown role \"brokers\""), "{e}");
+        let e = err("listen = \"localhost\"\n");
+        assert!(e.contains("line 1: key `listen`:"), "{e}");
+        let e = err("session-timeout-ms = 1\n");
+        assert!(e.contains("key `session-timeout-ms`: unknown field"), "{e}");
+        let e = err("id = 1\nid = 2\n");
+        assert!(e.contains("line 2"), "{e}");
+        let e = err("[node]\nid = 1\n");
+        assert!(e.contains("line 1: key `node`: unknown field"), "{e}");
+        // A wrong key is an error even when a flag gives the setting.
+        assert!(parse(&["--id", "1"], "id = \"x\"\n").is_err());
+        let e = match parse(&[], "") {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(e, "", "an empty file is fine");
+        let missing = Cli::command()
+            .try_get_matches_from(["node", "--config", "/nonexistent/ferry.toml"])
+            .unwrap();
+        let mut a = Cli::from_arg_matches(&missing).unwrap().node;
+        assert!(a
+            .apply_config_file(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("/nonexistent/ferry.toml"));
+    }
+
+    #[test]
+    fn a_missing_required_setting_names_its_three_sources() {
+        assert_eq!(
+            required::<u64>(None, "data-dir").unwrap_err().to_string(),
+            "--data-dir is required (or FERRY_DATA_DIR, or `data_dir` in the --config file)"
+        );
+    }
 }

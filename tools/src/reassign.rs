@@ -15,7 +15,7 @@ use crate::{Bootstrap, ExitCode};
 /// Flags of `ferry reassign`.
 #[derive(Args)]
 #[command(group(ArgGroup::new("action").required(true)
-    .args(["generate", "execute", "verify", "cancel", "list", "cancel_all", "remove_cancel"])))]
+    .args(["generate", "execute", "verify", "cancel", "list", "cancel_all", "remove_cancel", "progress"])))]
 pub struct ReassignArgs {
     #[command(flatten)]
     bootstrap: Bootstrap,
@@ -61,6 +61,12 @@ pub struct ReassignArgs {
     /// Accepted for compatibility: Ferry never removes throttles set by hand.
     #[arg(long)]
     preserve_throttles: bool,
+    /// Per partition and in total: bytes copied and left, rate and ETA of running reassignments.
+    #[arg(long)]
+    progress: bool,
+    /// With --progress: live progress bars until every reassignment is done.
+    #[arg(long, requires = "progress")]
+    watch: bool,
     /// Throttle in bytes/s for moves between the log dirs of a broker, set on the brokers with
     /// a named log dir in the file.
     #[arg(long)]
@@ -300,7 +306,7 @@ async fn current(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<Vec<
 
 async fn running(c: &ClusterClient) -> anyhow::Result<ListPartitionReassignmentsResponse> {
     Ok(c.admin_call(|mut a| async move {
-        a.list_partition_reassignments(ListPartitionReassignmentsRequest { partitions: vec![] })
+        a.list_partition_reassignments(ListPartitionReassignmentsRequest::default())
             .await
     })
     .await?)
@@ -332,6 +338,9 @@ fn print_errors(r: &AlterPartitionReassignmentsResponse) -> anyhow::Error {
 /// Runs the command.
 pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
     let c = a.bootstrap.cluster()?;
+    if a.progress {
+        return crate::reassign_progress::run(&c, a.watch).await;
+    }
     if a.list {
         let l = running(&c).await?;
         if l.reassignments.is_empty() {

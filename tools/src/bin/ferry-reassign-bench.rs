@@ -25,6 +25,36 @@ struct Args {
     /// Give up waiting for completion after this many seconds.
     #[arg(long, default_value_t = 600)]
     timeout_s: u64,
+    /// Register these broker ids without running brokers, for metadata-only runs on
+    /// quorum-only nodes; they are removed at the end.
+    #[arg(long, value_delimiter = ',')]
+    fake_brokers: Vec<i32>,
+    /// Do not wait for the moves to complete: cancel-all rolls back the submitted moves.
+    #[arg(long)]
+    no_complete: bool,
+}
+
+/// Puts registrations for brokers that do not run, so that topics and moves can name them.
+async fn register_fake(endpoints: &[String], ids: &[i32]) -> anyhow::Result<()> {
+    use prost::Message;
+    let m = metastore::Client::new(endpoints)?;
+    for id in ids {
+        let reg = BrokerRegistration {
+            id: *id,
+            endpoint: "127.0.0.1:1".into(),
+            ..Default::default()
+        };
+        m.put(&proto::keys::broker(*id), reg.encode_to_vec()).await?;
+    }
+    Ok(())
+}
+
+async fn unregister_fake(endpoints: &[String], ids: &[i32]) -> anyhow::Result<()> {
+    let m = metastore::Client::new(endpoints)?;
+    for id in ids {
+        m.delete(&proto::keys::broker(*id)).await?;
+    }
+    Ok(())
 }
 
 fn peak_rss_mib(pid: u32) -> Option<f64> {
@@ -61,7 +91,7 @@ async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> a
 async fn pending(c: &ClusterClient) -> anyhow::Result<usize> {
     let r = c
         .admin_call(|mut a| async move {
-            a.list_partition_reassignments(ListPartitionReassignmentsRequest { partitions: vec![] })
+            a.list_partition_reassignments(ListPartitionReassignmentsRequest::default())
                 .await
         })
         .await?;
@@ -73,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
+    register_fake(&endpoints, &a.fake_brokers).await?;
     println!("partitions  create_s  submit_s  complete_s  cancel_all_s  peak_rss_mib");
     for n in a.partitions {
         let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
@@ -102,17 +133,19 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         alter(&c, &topic, n, Some(2)).await?;
         let submit_s = t.elapsed().as_secs_f64();
-        let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
-        while pending(&c).await? > 0 {
-            if Instant::now() > deadline {
-                bail!("moves still pending after {} s", a.timeout_s);
+        let mut complete_s = f64::NAN;
+        if !a.no_complete {
+            let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
+            while pending(&c).await? > 0 {
+                if Instant::now() > deadline {
+                    bail!("moves still pending after {} s", a.timeout_s);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            complete_s = t.elapsed().as_secs_f64();
+            // Pending moves to a broker for cancel-all to roll back: submit, then cancel at once.
+            alter(&c, &topic, n, Some(3)).await?;
         }
-        let complete_s = t.elapsed().as_secs_f64();
-
-        // Pending moves to a broker for cancel-all to roll back: submit, then cancel at once.
-        alter(&c, &topic, n, Some(3)).await?;
         let t = Instant::now();
         let r = c
             .admin_call(|mut a| async move { a.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
@@ -142,5 +175,6 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
     }
+    unregister_fake(&endpoints, &a.fake_brokers).await?;
     Ok(())
 }

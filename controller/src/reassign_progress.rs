@@ -1,0 +1,199 @@
+//! How far each adding replica of a running reassignment has come: the brokers' log dir reports
+//! give each replica's log size; the leader's size minus the adding replica's is what is left,
+//! and the change since this node's previous report gives the rate and the ETA.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proto::cluster_view::ClusterView;
+use proto::ferry::broker_client::BrokerClient;
+use proto::ferry::{DescribeLogDirsRequest, OngoingReassignment, ReplicaProgress};
+
+/// Size of each replica's current log: (topic, partition, broker) to bytes.
+pub type ReplicaSizes = HashMap<(String, u32, i32), u64>;
+
+/// One earlier observation of a replica's copied bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// When it was taken.
+    pub at: Instant,
+    /// Bytes copied then.
+    pub copied: u64,
+}
+
+/// Progress of one adding replica from the leader's and its own log size, and the previous sample.
+pub fn replica_progress(
+    broker: i32,
+    leader_size: u64,
+    copied: u64,
+    prev: Option<Sample>,
+    now: Instant,
+) -> ReplicaProgress {
+    let left = leader_size.saturating_sub(copied);
+    let rate = prev
+        .map(|p| {
+            (
+                now.saturating_duration_since(p.at).as_secs_f64(),
+                copied.saturating_sub(p.copied),
+            )
+        })
+        .filter(|(secs, _)| *secs >= 0.2)
+        .map_or(0, |(secs, bytes)| (bytes as f64 / secs) as u64);
+    let eta_ms = if left == 0 {
+        0
+    } else if rate > 0 {
+        (left as f64 / rate as f64 * 1000.0) as i64
+    } else {
+        -1
+    };
+    ReplicaProgress {
+        broker,
+        bytes_left: left,
+        bytes_copied: copied,
+        rate_bytes_per_sec: rate,
+        eta_ms,
+    }
+}
+
+/// The samples one node keeps between List calls, for rates.
+#[derive(Default)]
+pub struct ProgressSamples {
+    last: Mutex<HashMap<(String, u32, i32), Sample>>,
+}
+
+impl ProgressSamples {
+    /// Fills in `progress` for each entry from the replica sizes, and keeps the new samples
+    /// (dropping those of replicas no longer adding).
+    pub fn fill(
+        &self,
+        entries: &mut [OngoingReassignment],
+        leaders: &HashMap<(String, u32), i32>,
+        sizes: &ReplicaSizes,
+    ) {
+        let now = Instant::now();
+        let mut last = self.last.lock();
+        let mut next = HashMap::new();
+        for e in entries.iter_mut() {
+            let Some(leader) = leaders.get(&(e.topic.clone(), e.partition)) else {
+                continue;
+            };
+            let leader_size = sizes.get(&(e.topic.clone(), e.partition, *leader)).copied();
+            for b in &e.adding {
+                let key = (e.topic.clone(), e.partition, *b);
+                let copied = sizes.get(&key).copied().unwrap_or(0);
+                let p = replica_progress(*b, leader_size.unwrap_or(copied), copied, last.get(&key).copied(), now);
+                e.progress.push(p);
+                next.insert(key, Sample { at: now, copied });
+            }
+        }
+        *last = next;
+    }
+}
+
+/// Asks each broker hosting a moving partition for its replicas' sizes (DescribeLogDirs, limited
+/// to the moving topics); a broker that does not answer in time is left out.
+pub async fn replica_sizes(
+    view: &ClusterView,
+    channels: &metastore::peers::Peers,
+    entries: &[OngoingReassignment],
+) -> ReplicaSizes {
+    let mut brokers: BTreeSet<i32> = BTreeSet::new();
+    let mut topics: BTreeSet<String> = BTreeSet::new();
+    for e in entries {
+        brokers.extend(e.replicas.iter().copied());
+        topics.insert(e.topic.clone());
+    }
+    let topics: Vec<String> = topics.into_iter().collect();
+    let calls = brokers.into_iter().filter_map(|b| {
+        let endpoint = view.brokers.get(&b)?.endpoint.clone();
+        let channel = channels.channel(&endpoint).ok()?;
+        let topics = topics.clone();
+        Some(async move {
+            let mut c = BrokerClient::new(channel).max_decoding_message_size(1 << 30);
+            let call = c.describe_log_dirs(DescribeLogDirsRequest { topics });
+            let r = tokio::time::timeout(Duration::from_secs(5), call).await.ok()?.ok()?;
+            Some((b, r.into_inner()))
+        })
+    });
+    let mut sizes = ReplicaSizes::new();
+    for (b, r) in futures::future::join_all(calls).await.into_iter().flatten() {
+        for d in r.dirs {
+            for rep in d.replicas.into_iter().filter(|r| !r.is_future) {
+                sizes.insert((rep.topic, rep.partition, b), rep.size);
+            }
+        }
+    }
+    sizes
+}
+
+/// Each moving partition's leader.
+pub fn leaders(view: &ClusterView, entries: &[OngoingReassignment]) -> HashMap<(String, u32), i32> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let p = view.partition(&e.topic, e.partition)?;
+            Some(((e.topic.clone(), e.partition), p.state.leader))
+        })
+        .collect()
+}
+
+/// Totals over every adding replica: (copied, left, rate).
+pub fn totals(entries: &[OngoingReassignment]) -> (u64, u64, u64) {
+    let mut t = (0, 0, 0);
+    for p in entries.iter().flat_map(|e| &e.progress) {
+        t.0 += p.bytes_copied;
+        t.1 += p.bytes_left;
+        t.2 += p.rate_bytes_per_sec;
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn left_copied_rate_and_eta() {
+        let t0 = Instant::now();
+        let first = replica_progress(4, 1000, 200, None, t0);
+        assert_eq!(
+            (
+                first.bytes_left,
+                first.bytes_copied,
+                first.rate_bytes_per_sec,
+                first.eta_ms
+            ),
+            (800, 200, 0, -1)
+        );
+        let later = t0 + Duration::from_secs(2);
+        let p = replica_progress(4, 1000, 600, Some(Sample { at: t0, copied: 200 }), later);
+        assert_eq!((p.bytes_left, p.rate_bytes_per_sec, p.eta_ms), (400, 200, 2000));
+        let done = replica_progress(4, 1000, 1200, None, later);
+        assert_eq!((done.bytes_left, done.eta_ms), (0, 0));
+    }
+
+    #[test]
+    fn samples_give_rates_on_the_second_call() {
+        let s = ProgressSamples::default();
+        let entry = OngoingReassignment {
+            topic: "t".into(),
+            partition: 0,
+            replicas: vec![1, 4],
+            adding: vec![4],
+            ..Default::default()
+        };
+        let leaders = HashMap::from([(("t".to_string(), 0), 1)]);
+        let mut sizes = ReplicaSizes::from([(("t".to_string(), 0, 1), 1000), (("t".to_string(), 0, 4), 100)]);
+        let mut e = vec![entry.clone()];
+        s.fill(&mut e, &leaders, &sizes);
+        assert_eq!(e[0].progress[0].rate_bytes_per_sec, 0);
+        std::thread::sleep(Duration::from_millis(250));
+        sizes.insert(("t".to_string(), 0, 4), 600);
+        let mut e = vec![entry];
+        s.fill(&mut e, &leaders, &sizes);
+        assert!(e[0].progress[0].rate_bytes_per_sec > 0);
+        assert!(e[0].progress[0].eta_ms > 0);
+        assert_eq!(totals(&e).1, 400);
+    }
+}

@@ -1,0 +1,126 @@
+//! `ferry dev --nodes N --brokers M`: the cluster it starts, what it prints, and its limits.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use proto::ferry::DescribeClusterRequest;
+use tests::wait_until;
+
+/// Kills the child when dropped, so a failed assertion leaves no cluster running.
+struct Dev(std::process::Child);
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `ferry dev ARGS` on free ports in `dir`; returns it with the lines it printed up to and
+/// including the bootstrap line.
+fn start_dev(dir: &std::path::Path, args: &[&str]) -> (Dev, Vec<String>) {
+    let mut child = Command::new(tests::ferry_bin())
+        .current_dir(dir)
+        .args(["dev", "--base-port", "0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting ferry dev");
+    let stdout = child.stdout.take().unwrap();
+    let dev = Dev(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let mut printed = Vec::new();
+    loop {
+        let line = lines.next().expect("ferry dev printed its bootstrap line").unwrap();
+        let done = line.starts_with("bootstrap: ");
+        printed.push(line);
+        if done {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    (dev, printed)
+}
+
+fn sigterm_and_wait(dev: &mut Dev) -> i32 {
+    let _ = Command::new("kill").args(["-TERM", &dev.0.id().to_string()]).status();
+    for _ in 0..300 {
+        if let Some(status) = dev.0.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("ferry dev did not stop on SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_with_an_extra_broker_registers_four_brokers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut dev, printed) = tokio::task::block_in_place(|| start_dev(dir.path(), &["--nodes", "3", "--brokers", "1"]));
+    assert!(
+        printed[0].starts_with("ferry dev: 4 nodes (3 quorum and broker, 1 broker only), data in ferry-dev"),
+        "{printed:?}"
+    );
+    let nodes: Vec<&String> = printed.iter().filter(|l| l.starts_with("  node ")).collect();
+    assert_eq!(nodes.len(), 4, "{printed:?}");
+    assert!(nodes[3].starts_with("  node 4: 127.0.0.1:") && nodes[3].ends_with(" (broker only)"));
+    let bootstrap = printed.last().unwrap().strip_prefix("bootstrap: ").unwrap().to_string();
+
+    let c = broker::ClusterClient::new(&[bootstrap])
+        .unwrap()
+        .with_timeout(Duration::from_secs(5));
+    wait_until(Duration::from_secs(60), "four brokers to register", || async {
+        let r = c
+            .admin_call(|mut a| async move { a.describe_cluster(DescribeClusterRequest {}).await })
+            .await;
+        r.is_ok_and(|r| {
+            let mut ids: Vec<i32> = r.brokers.iter().map(|b| b.id).collect();
+            ids.sort();
+            ids == [1, 2, 3, 4]
+        })
+    })
+    .await;
+    assert!(dir.path().join("ferry-dev/node-4/logs-1").is_dir());
+    assert!(dir.path().join("ferry-dev/node-4/logs-2").is_dir());
+    assert_eq!(tokio::task::block_in_place(|| sigterm_and_wait(&mut dev)), 0);
+
+    // The data dir remembers its shape: other counts are refused, none given reuses it.
+    let out = Command::new(tests::ferry_bin())
+        .current_dir(dir.path())
+        .args(["dev", "--base-port", "0", "--nodes", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("ferry-dev holds a cluster of 3 nodes and 1 broker-only nodes"),
+        "{err}"
+    );
+    let (mut dev, again) = tokio::task::block_in_place(|| start_dev(dir.path(), &[]));
+    assert_eq!(again, printed, "a second start keeps the nodes and their addresses");
+    assert_eq!(tokio::task::block_in_place(|| sigterm_and_wait(&mut dev)), 0);
+}
+
+#[test]
+fn dev_refuses_counts_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (&["--nodes", "0"][..], "0 is not in 1..=7"),
+        (&["--nodes", "8"], "8 is not in 1..=7"),
+        (&["--brokers", "17"], "17 is not in 0..=16"),
+        (&["--brokers=-1"], "invalid value '-1' for '--brokers"),
+    ] {
+        let out = Command::new(tests::ferry_bin())
+            .current_dir(dir.path())
+            .arg("dev")
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert!(!dir.path().join("ferry-dev").exists());
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Reassignment at scale, metadata only: three quorum-only `ferry node` processes with broker ids
+# registered but no brokers running, so submit and cancel-all are timed on the metastore alone
+# (nothing else competes for the two cores). Prints ferry-reassign-bench's table, including the
+# peak resident memory of the quorum nodes. PARTITIONS picks the sizes.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PARTITIONS=${PARTITIONS:-10000,100000}
+read -ra cargo <<<"${CARGO:-cargo}"
+"${cargo[@]}" build --release -q -p tools --bins
+bin=$PWD/target/release
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-reassign-scale.XXXXXX")
+pids=()
+. tools/bench/ferry-cluster.sh
+trap 'stop_all; rm -rf "$work"' EXIT
+FERRY_NODE_ARGS="--roles quorum" start_ferry_cluster "${FERRY_BENCH_PORT:-17761}"
+"$bin/ferry-reassign-bench" --bootstrap-server "$endpoints" --partitions "$PARTITIONS" \
+  --fake-brokers 1,2,3 --no-complete --server-pids "$server_pids"

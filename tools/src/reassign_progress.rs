@@ -1,0 +1,208 @@
+//! `ferry reassign --progress [--watch]`: per partition and in total, the bytes each adding
+//! replica has copied and still lacks, the rate and the ETA; with `--watch`, live progress bars
+//! until every reassignment is done.
+
+use std::time::Duration;
+
+use broker::ClusterClient;
+use controller::reassign_progress::totals;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use proto::ferry::{ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
+
+/// Partitions that get their own bar with `--watch`; the rest count in the total.
+const BARS: usize = 20;
+
+/// `12.3 MB`, in powers of 1000 as Kafka's throttles are given.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `1m 05s`, or `unknown` for a negative ETA.
+pub fn human_eta(ms: i64) -> String {
+    if ms < 0 {
+        return "unknown".into();
+    }
+    let s = (ms + 999) / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+async fn report(c: &ClusterClient) -> anyhow::Result<ListPartitionReassignmentsResponse> {
+    let req = ListPartitionReassignmentsRequest {
+        partitions: vec![],
+        with_progress: true,
+    };
+    Ok(c.admin_call(|mut a| {
+        let req = req.clone();
+        async move { a.list_partition_reassignments(req).await }
+    })
+    .await?)
+}
+
+/// The lines of one report.
+pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in &l.reassignments {
+        for p in &e.progress {
+            out.push(format!(
+                "{}-{}: replica {}: {} copied, {} left, {}/s, ETA {}",
+                e.topic,
+                e.partition,
+                p.broker,
+                human_bytes(p.bytes_copied),
+                human_bytes(p.bytes_left),
+                human_bytes(p.rate_bytes_per_sec),
+                human_eta(p.eta_ms)
+            ));
+        }
+    }
+    let (copied, left, rate) = totals(&l.reassignments);
+    let eta = if left == 0 {
+        0
+    } else if rate > 0 {
+        (left as f64 / rate as f64 * 1000.0) as i64
+    } else {
+        -1
+    };
+    out.push(format!(
+        "Total: {} partition{} moving, {} copied, {} left, {}/s, ETA {}",
+        l.reassignments.len(),
+        if l.reassignments.len() == 1 { "" } else { "s" },
+        human_bytes(copied),
+        human_bytes(left),
+        human_bytes(rate),
+        human_eta(eta)
+    ));
+    out
+}
+
+/// Runs `--progress`, and with `watch` the live bars.
+pub async fn run(c: &ClusterClient, watch: bool) -> anyhow::Result<()> {
+    // A first report starts this node's samples, so the second one has rates.
+    let first = report(c).await?;
+    if first.reassignments.is_empty() {
+        println!("No partition reassignments found.");
+        return Ok(());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    if !watch {
+        for line in lines(&report(c).await?) {
+            println!("{line}");
+        }
+        return Ok(());
+    }
+    let multi = MultiProgress::new();
+    let style =
+        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {msg}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+    let total = multi.add(ProgressBar::new(0).with_style(style.clone()).with_prefix("total"));
+    let mut bars: Vec<(String, ProgressBar)> = Vec::new();
+    loop {
+        let l = report(c).await?;
+        if l.reassignments.is_empty() {
+            total.finish_with_message("done");
+            for (_, b) in &bars {
+                b.finish_with_message("done");
+            }
+            println!("All partition reassignments are complete.");
+            return Ok(());
+        }
+        let (copied, left, rate) = totals(&l.reassignments);
+        total.set_length(copied + left);
+        total.set_position(copied);
+        total.set_message(if rate > 0 {
+            human_eta((left as f64 / rate as f64 * 1000.0) as i64)
+        } else {
+            "unknown".into()
+        });
+        for e in l.reassignments.iter().take(BARS) {
+            let name = format!("{}-{}", e.topic, e.partition);
+            let (copied, left) = e
+                .progress
+                .iter()
+                .fold((0, 0), |(c, l), p| (c + p.bytes_copied, l + p.bytes_left));
+            let eta = e.progress.iter().map(|p| p.eta_ms).max().unwrap_or(-1);
+            let bar = match bars.iter().find(|(n, _)| *n == name) {
+                Some((_, b)) => b.clone(),
+                None => {
+                    let b = multi.add(ProgressBar::new(0).with_style(style.clone()).with_prefix(name.clone()));
+                    bars.push((name.clone(), b.clone()));
+                    b
+                }
+            };
+            bar.set_length(copied + left);
+            bar.set_position(copied);
+            bar.set_message(human_eta(eta));
+        }
+        // Partitions that finished leave the list: their bars end full.
+        for (name, b) in &bars {
+            if !l
+                .reassignments
+                .iter()
+                .any(|e| format!("{}-{}", e.topic, e.partition) == *name)
+                && !b.is_finished()
+            {
+                b.set_position(b.length().unwrap_or(0));
+                b.finish_with_message("done");
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proto::ferry::{OngoingReassignment, ReplicaProgress};
+
+    #[test]
+    fn sizes_and_etas_read_well() {
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(12_345_678), "12.3 MB");
+        assert_eq!(human_eta(-1), "unknown");
+        assert_eq!(human_eta(65_000), "1m 05s");
+        assert_eq!(human_eta(4_000), "4s");
+    }
+
+    #[test]
+    fn a_report_has_a_line_per_adding_replica_and_a_total() {
+        let l = ListPartitionReassignmentsResponse {
+            reassignments: vec![OngoingReassignment {
+                topic: "t".into(),
+                partition: 0,
+                adding: vec![4],
+                progress: vec![ReplicaProgress {
+                    broker: 4,
+                    bytes_left: 40_000_000,
+                    bytes_copied: 10_000_000,
+                    rate_bytes_per_sec: 5_000_000,
+                    eta_ms: 8_000,
+                }],
+                ..Default::default()
+            }],
+            cancel_in_progress: false,
+        };
+        assert_eq!(
+            lines(&l),
+            vec![
+                "t-0: replica 4: 10.0 MB copied, 40.0 MB left, 5.0 MB/s, ETA 8s".to_string(),
+                "Total: 1 partition moving, 10.0 MB copied, 40.0 MB left, 5.0 MB/s, ETA 8s".to_string(),
+            ]
+        );
+    }
+}
