@@ -72,6 +72,8 @@ pub struct KvState {
 /// Operations of a large transaction received so far.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct StagedTxn {
+    /// The guards, in order.
+    pub guards: im::Vector<Guard>,
     /// The operations, in order.
     pub ops: im::Vector<Op>,
     /// When its first chunk was proposed (leader wall clock, ms since the epoch).
@@ -110,13 +112,16 @@ impl KvState {
             }
             CommandKind::TxnStage {
                 txn_id,
+                guards,
                 ops,
                 started_ms,
             } => {
                 let staged = self.staged.entry(txn_id.clone()).or_insert_with(|| StagedTxn {
+                    guards: im::Vector::new(),
                     ops: im::Vector::new(),
                     started_ms: *started_ms,
                 });
+                staged.guards.extend(guards.iter().cloned());
                 staged.ops.extend(ops.iter().cloned());
                 CommandResult::Staged {
                     ops: staged.ops.len() as u64,
@@ -129,10 +134,9 @@ impl KvState {
                 Some(staged) => {
                     let mut ops: Vec<Op> = staged.ops.into_iter().collect();
                     ops.extend(txn.ops.iter().cloned());
-                    let full = Txn {
-                        guards: txn.guards.clone(),
-                        ops,
-                    };
+                    let mut guards: Vec<Guard> = staged.guards.into_iter().collect();
+                    guards.extend(txn.guards.iter().cloned());
+                    let full = Txn { guards, ops };
                     self.apply_txn(revision, &full, events)
                 }
             },

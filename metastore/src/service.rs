@@ -161,7 +161,8 @@ impl NodeCore {
     /// Applies a transaction of any size: one entry when it fits, else staged in chunks and
     /// committed by one final entry, which is when it becomes visible, all at once.
     async fn write_txn(&self, request_id: Option<String>, txn: Txn) -> Result<CommandResult, Status> {
-        let bytes: usize = txn.ops.iter().map(Op::approx_size).sum();
+        let bytes: usize = txn.ops.iter().map(Op::approx_size).sum::<usize>()
+            + txn.guards.iter().map(crate::types::Guard::approx_size).sum::<usize>();
         if bytes <= staging::CHUNK_BYTES {
             return self.write(request_id, CommandKind::Txn(txn)).await;
         }
@@ -169,12 +170,21 @@ impl NodeCore {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let started_ms = staging::now_ms();
-        for (i, ops) in staging::split_ops(txn.ops, staging::CHUNK_BYTES)
+        // Guards are staged too: a request guarding every key it writes carries as many guards
+        // as operations, and no entry may outgrow a chunk (a follower must take it within one
+        // heartbeat interval).
+        let chunks = staging::split_guards(txn.guards, staging::CHUNK_BYTES)
             .into_iter()
-            .enumerate()
-        {
+            .map(|guards| (guards, Vec::new()))
+            .chain(
+                staging::split_ops(txn.ops, staging::CHUNK_BYTES)
+                    .into_iter()
+                    .map(|ops| (Vec::new(), ops)),
+            );
+        for (i, (guards, ops)) in chunks.enumerate() {
             let stage = CommandKind::TxnStage {
                 txn_id: txn_id.clone(),
+                guards,
                 ops,
                 started_ms,
             };
@@ -186,10 +196,7 @@ impl NodeCore {
         }
         let commit = CommandKind::TxnCommit {
             txn_id,
-            txn: Txn {
-                guards: txn.guards,
-                ops: Vec::new(),
-            },
+            txn: Txn::default(),
         };
         self.write(request_id, commit).await
     }

@@ -7,32 +7,42 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::proposer::Proposer;
 use crate::state_machine::SmShared;
-use crate::types::{Command, CommandKind, NodeId, Op, Raft};
+use crate::types::{Command, CommandKind, Guard, NodeId, Op, Raft};
 
 /// A transaction larger than this is staged in chunks of about this size.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// A staged transaction not committed within this time is dropped.
 const STAGE_TTL: Duration = Duration::from_secs(600);
 
-/// Splits operations into consecutive chunks of at most `max_bytes` each (a larger single
-/// operation gets a chunk of its own).
-pub fn split_ops(ops: Vec<Op>, max_bytes: usize) -> Vec<Vec<Op>> {
+/// Splits items (operations or guards) into consecutive chunks of at most `max_bytes` each, by
+/// `size`, in order (a larger single item gets a chunk of its own).
+pub fn split_by_size<T>(items: Vec<T>, max_bytes: usize, size: impl Fn(&T) -> usize) -> Vec<Vec<T>> {
     let mut chunks = Vec::new();
     let mut cur = Vec::new();
     let mut bytes = 0;
-    for op in ops {
-        let size = op.approx_size();
-        if !cur.is_empty() && bytes + size > max_bytes {
+    for item in items {
+        let n = size(&item);
+        if !cur.is_empty() && bytes + n > max_bytes {
             chunks.push(std::mem::take(&mut cur));
             bytes = 0;
         }
-        bytes += size;
-        cur.push(op);
+        bytes += n;
+        cur.push(item);
     }
     if !cur.is_empty() {
         chunks.push(cur);
     }
     chunks
+}
+
+/// Operations in chunks of at most `max_bytes`.
+pub fn split_ops(ops: Vec<Op>, max_bytes: usize) -> Vec<Vec<Op>> {
+    split_by_size(ops, max_bytes, Op::approx_size)
+}
+
+/// Guards in chunks of at most `max_bytes`.
+pub fn split_guards(guards: Vec<Guard>, max_bytes: usize) -> Vec<Vec<Guard>> {
+    split_by_size(guards, max_bytes, Guard::approx_size)
 }
 
 /// Milliseconds since the epoch on this node's clock.

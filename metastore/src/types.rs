@@ -51,15 +51,22 @@ impl Op {
     }
 }
 
+impl Guard {
+    /// Roughly how many bytes the guard takes in the log.
+    pub fn approx_size(&self) -> usize {
+        16 + self.key.len()
+    }
+}
+
 impl Command {
     /// Roughly how many bytes the command takes in the log.
     pub fn approx_size(&self) -> usize {
         let ops = |ops: &[Op]| ops.iter().map(Op::approx_size).sum::<usize>();
         64 + match &self.kind {
             CommandKind::Txn(t) | CommandKind::TxnCommit { txn: t, .. } => {
-                ops(&t.ops) + t.guards.iter().map(|g| g.key.len() + 16).sum::<usize>()
+                ops(&t.ops) + t.guards.iter().map(Guard::approx_size).sum::<usize>()
             }
-            CommandKind::TxnStage { ops: o, .. } => ops(o),
+            CommandKind::TxnStage { ops: o, guards, .. } => ops(o) + guards.iter().map(Guard::approx_size).sum::<usize>(),
             _ => 0,
         }
     }
@@ -100,17 +107,20 @@ pub enum CommandKind {
         /// The lease.
         id: u64,
     },
-    /// Part of a transaction too large for one log entry: its operations are held, invisible,
-    /// until [`CommandKind::TxnCommit`] applies them all at once.
+    /// Part of a transaction too large for one log entry: its guards and operations are held,
+    /// invisible, until [`CommandKind::TxnCommit`] checks and applies them all at once.
     TxnStage {
         /// Names the staged transaction.
         txn_id: String,
+        /// Guards to add (checked at the commit, before the commit's own).
+        guards: Vec<Guard>,
         /// Operations to add.
         ops: Vec<Op>,
         /// Leader's wall clock when the chunk was proposed, for expiring abandoned stages.
         started_ms: u64,
     },
-    /// Applies a staged transaction's operations followed by `txn`'s, if `txn`'s guards hold.
+    /// Applies a staged transaction's operations followed by `txn`'s, if the staged guards and
+    /// then `txn`'s hold.
     TxnCommit {
         /// The staged transaction.
         txn_id: String,

@@ -232,3 +232,30 @@ async fn a_transaction_larger_than_a_log_entry_applies_all_at_once() {
     );
     c.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_with_more_guards_than_a_log_entry_holds_is_staged_too() {
+    // A reassignment of 100,000 partitions guards every key it writes: the guards alone are
+    // megabytes, more than a follower takes within one heartbeat interval in one entry.
+    let c = Cluster::start(3).await;
+    let client = c.client_at(c.wait_leader().await);
+    let n = 100_000usize;
+    let guard = |i: usize| pb::Guard {
+        key: format!("/guarded/partition-{i:06}"),
+        check: Some(pb::guard::Check::Absent(true)),
+    };
+    client.put("/guarded/partition-099999", "taken").await.unwrap();
+    let txn = |guards: Vec<pb::Guard>| pb::TxnRequest {
+        guards,
+        ops: vec![put_op("/guarded-done".into(), b"yes".to_vec())],
+        request_id: String::new(),
+    };
+    let failed = client.txn(txn((0..n).map(guard).collect())).await.unwrap();
+    assert!(!failed.succeeded);
+    assert_eq!(failed.failed_guard, Some(99_999), "{}", failed.failed_reason);
+    assert!(client.get("/guarded-done").await.unwrap().is_none());
+    let ok = client.txn(txn((0..n - 1).map(guard).collect())).await.unwrap();
+    assert!(ok.succeeded, "{}", ok.failed_reason);
+    assert!(client.get("/guarded-done").await.unwrap().is_some());
+    c.shutdown().await;
+}
