@@ -72,10 +72,8 @@ pub struct KvState {
 /// Operations of a large transaction received so far.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct StagedTxn {
-    /// The guards, in order.
-    pub guards: im::Vector<Guard>,
-    /// The operations, in order.
-    pub ops: im::Vector<Op>,
+    /// The chunks received so far, by their place in the transaction: (guards, operations).
+    pub chunks: im::OrdMap<u32, (Vec<Guard>, Vec<Op>)>,
     /// When its first chunk was proposed (leader wall clock, ms since the epoch).
     pub started_ms: u64,
 }
@@ -112,19 +110,18 @@ impl KvState {
             }
             CommandKind::TxnStage {
                 txn_id,
+                seq,
                 guards,
                 ops,
                 started_ms,
             } => {
                 let staged = self.staged.entry(txn_id.clone()).or_insert_with(|| StagedTxn {
-                    guards: im::Vector::new(),
-                    ops: im::Vector::new(),
+                    chunks: im::OrdMap::new(),
                     started_ms: *started_ms,
                 });
-                staged.guards.extend(guards.iter().cloned());
-                staged.ops.extend(ops.iter().cloned());
+                staged.chunks.insert(*seq, (guards.clone(), ops.clone()));
                 CommandResult::Staged {
-                    ops: staged.ops.len() as u64,
+                    ops: staged.chunks.values().map(|(_, o)| o.len() as u64).sum(),
                 }
             }
             CommandKind::TxnCommit { txn_id, txn } => match self.staged.remove(txn_id) {
@@ -132,10 +129,13 @@ impl KvState {
                     reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
                 },
                 Some(staged) => {
-                    let mut ops: Vec<Op> = staged.ops.into_iter().collect();
-                    ops.extend(txn.ops.iter().cloned());
-                    let mut guards: Vec<Guard> = staged.guards.into_iter().collect();
+                    let (mut guards, mut ops) = (Vec::new(), Vec::new());
+                    for (_, (g, o)) in staged.chunks {
+                        guards.extend(g);
+                        ops.extend(o);
+                    }
                     guards.extend(txn.guards.iter().cloned());
+                    ops.extend(txn.ops.iter().cloned());
                     let full = Txn { guards, ops };
                     self.apply_txn(revision, &full, events)
                 }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
 use proto::metastore as pb;
@@ -31,6 +31,8 @@ use crate::validate::{self, InvalidRequest, Limits};
 const FORWARDED: &str = "x-ferry-forwarded";
 /// How long a request waits for a leader to be elected.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// Chunks of one staged transaction proposed at once.
+const STAGE_PARALLEL: usize = 4;
 
 /// Everything a node's services share.
 pub struct NodeCore {
@@ -181,18 +183,26 @@ impl NodeCore {
                     .into_iter()
                     .map(|ops| (Vec::new(), ops)),
             );
-        for (i, (guards, ops)) in chunks.enumerate() {
+        // Chunks go in concurrently (the proposer keeps a few proposals in flight); each
+        // carries its place, so the order they apply in does not matter.
+        let stages = chunks.enumerate().map(|(i, (guards, ops))| {
             let stage = CommandKind::TxnStage {
                 txn_id: txn_id.clone(),
+                seq: i as u32,
                 guards,
                 ops,
                 started_ms,
             };
-            if let Err(e) = self.write(Some(format!("{txn_id}#stage{i}")), stage).await {
-                let abort = CommandKind::TxnAbort { txn_id: txn_id.clone() };
-                let _ = self.write(None, abort).await;
-                return Err(e);
-            }
+            self.write(Some(format!("{txn_id}#stage{i}")), stage)
+        });
+        let staged: Vec<Result<CommandResult, Status>> = futures::stream::iter(stages)
+            .buffer_unordered(STAGE_PARALLEL)
+            .collect()
+            .await;
+        if let Some(Err(e)) = staged.into_iter().find(Result::is_err) {
+            let abort = CommandKind::TxnAbort { txn_id: txn_id.clone() };
+            let _ = self.write(None, abort).await;
+            return Err(e);
         }
         let commit = CommandKind::TxnCommit {
             txn_id,

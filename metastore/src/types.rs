@@ -112,6 +112,9 @@ pub enum CommandKind {
     TxnStage {
         /// Names the staged transaction.
         txn_id: String,
+        /// This chunk's place in the transaction: chunks may be proposed concurrently and
+        /// applied in any order, and are put back in this order at the commit.
+        seq: u32,
         /// Guards to add (checked at the commit, before the commit's own).
         guards: Vec<Guard>,
         /// Operations to add.
