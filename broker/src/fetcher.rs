@@ -131,6 +131,9 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
             let mut log = r.log.lock();
             if !resp.batches.is_empty() {
                 log.append_replicated(&resp.batches)?;
+                core.metrics
+                    .replication_bytes_in
+                    .add(resp.throttled, resp.batches.len());
             }
             log.log_end_offset()
         };

@@ -7,6 +7,7 @@ pub mod fetcher;
 pub mod isr;
 pub mod log_dir_move;
 pub mod log_dirs;
+pub mod metrics;
 pub mod node;
 pub mod partition_log;
 pub mod record_batch;

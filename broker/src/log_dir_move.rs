@@ -317,6 +317,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
         let step = tokio::task::spawn_blocking(move || copy_step(&r2, chunk, whole_files)).await;
         match step {
             Ok(Ok(Step::Copied(n))) => {
+                core.metrics.dir_move_bytes.inc_by(n as u64);
                 // Charged after the copy and waited for at once, so the last piece is paid
                 // for before the swap too.
                 if let Some(rate) = rate {
@@ -340,7 +341,8 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
                     return;
                 }
                 let r2 = r.clone();
-                match tokio::task::spawn_blocking(move || swap(&r2)).await {
+                let counted = core.metrics.dir_move_bytes.clone();
+                match tokio::task::spawn_blocking(move || swap(&r2, &counted)).await {
                     Ok(Ok(Some(old))) => {
                         tracing::info!(replica = %r.name(), "log dir move done");
                         r.notify();
@@ -420,8 +422,8 @@ fn copy_step(r: &Replica, chunk: usize, whole_files: bool) -> Result<Step, LogEr
 }
 
 /// Swaps the caught-up future log in under the log's lock; returns the replaced folder, to be
-/// removed in the background.
-fn swap(r: &Replica) -> Result<Option<PathBuf>, LogError> {
+/// removed in the background. The bytes copied on the way count into `copied`.
+fn swap(r: &Replica, copied: &prometheus::IntCounter) -> Result<Option<PathBuf>, LogError> {
     let mut log = r.log.lock();
     let mut fut = r.future.lock();
     let Some(f) = fut.as_mut() else {
@@ -436,6 +438,7 @@ fn swap(r: &Replica) -> Result<Option<PathBuf>, LogError> {
         let bytes = log.read(from, 8 << 20, i64::MAX)?;
         f.log.append_replicated(&bytes)?;
         f.copied_bytes += bytes.len() as u64;
+        copied.inc_by(bytes.len() as u64);
     }
     f.log.sync_all()?;
     log.flush()?;

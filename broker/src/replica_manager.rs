@@ -71,6 +71,8 @@ pub struct BrokerCore {
     pub channels: metastore::peers::Peers,
     /// Moves of replicas between this broker's dirs.
     pub moves: DirMoves,
+    /// Byte counters for the broker's metrics.
+    pub metrics: crate::metrics::BrokerMetrics,
     /// Future logs found at start, resumed when the broker starts.
     resume_at_start: Mutex<Vec<(TopicPartition, PathBuf)>>,
     /// Replicas taken offline with their failed dir; not recreated until the broker restarts.
@@ -126,6 +128,7 @@ impl BrokerCore {
             dynamic_config: RwLock::new(HashMap::new()),
             channels: Default::default(),
             moves: DirMoves::new(config.dir_move_parallelism),
+            metrics: Default::default(),
             resume_at_start: Mutex::new(resume_at_start),
             offline_replicas: RwLock::new(BTreeSet::new()),
             dir_failed: tokio::sync::watch::channel(0).0,

@@ -272,11 +272,16 @@ impl BrokerService {
         if throttle.is_some() {
             self.core.throttle.charge(batches.len());
         }
+        self.core
+            .metrics
+            .replication_bytes_out
+            .add(throttle.is_some(), batches.len());
         let hw = r.state.lock().high_watermark;
         Ok(ReplicaFetchResponse {
             high_watermark: hw,
             log_end_offset: leo,
             batches: batches.into(),
+            throttled: throttle.is_some(),
             ..Default::default()
         })
     }

@@ -10,6 +10,7 @@ pub mod codec;
 pub mod kv_state;
 pub mod lease;
 pub mod log_store;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod peers;

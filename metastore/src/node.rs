@@ -15,6 +15,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
 
 use crate::log_store::LogStore;
+use crate::metrics::{self, MetastoreMetrics};
 use crate::network::{NetworkFactory, RaftService};
 use crate::peers::{Peers, MAX_MESSAGE};
 use crate::service::{MetastoreService, NodeCore};
@@ -73,6 +74,8 @@ pub struct NodeConfig {
     pub history_events: usize,
     /// More gRPC services served on the same port (the broker's and the admin's).
     pub extra_services: Option<tonic::service::Routes>,
+    /// Where this node's metrics are registered; none keeps them unregistered.
+    pub registry: Option<prometheus::Registry>,
 }
 
 impl NodeConfig {
@@ -88,6 +91,7 @@ impl NodeConfig {
             limits: Limits::default(),
             history_events: DEFAULT_HISTORY_EVENTS,
             extra_services: None,
+            registry: None,
         }
     }
 }
@@ -127,6 +131,7 @@ pub struct NodeHandle {
     core: Arc<NodeCore>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
+    leader_watch: JoinHandle<()>,
 }
 
 impl NodeHandle {
@@ -142,6 +147,7 @@ impl NodeHandle {
             let _ = tx.send(());
         }
         let _ = self.raft.shutdown().await;
+        self.leader_watch.abort();
         self.server.abort();
         let _ = (&mut self.server).await;
     }
@@ -203,12 +209,20 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let raft = Raft::new(cfg.id, config, NetworkFactory::new(peers.clone()), log_store, sm)
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?;
+    let metrics = MetastoreMetrics::new();
+    if let Some(registry) = &cfg.registry {
+        metrics
+            .register(registry, &shared)
+            .map_err(|e| NodeError::Config(format!("metrics: {e}")))?;
+    }
+    let leader_watch = metrics::watch_leader(&raft, metrics.leader_changes.clone());
     let core = Arc::new(NodeCore::start(
         cfg.id,
         raft.clone(),
         shared.clone(),
         cfg.limits.clone(),
         peers,
+        metrics.commit_latency.clone(),
     ));
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -281,5 +295,6 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         core,
         shutdown: Some(shutdown_tx),
         server,
+        leader_watch,
     })
 }

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use openraft::error::{ClientWriteError, RaftError};
+use prometheus::Histogram;
 use proto::raft::RaftPayload;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -51,9 +52,10 @@ pub struct Proposer {
 
 impl Proposer {
     /// Starts the batching task for `raft`.
-    pub fn start(id: NodeId, raft: Raft, peers: Peers) -> Self {
+    /// Proposals made here as leader are timed into `commit_latency`.
+    pub fn start(id: NodeId, raft: Raft, peers: Peers, commit_latency: Histogram) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(id, raft, peers, rx));
+        tokio::spawn(run(id, raft, peers, commit_latency, rx));
         Self { tx }
     }
 
@@ -86,10 +88,18 @@ impl Proposer {
     }
 }
 
-/// Proposes a batch as this node, if it leads.
-async fn propose_as_leader(raft: &Raft, proposal: Proposal) -> Result<ProposalResult, ProposeError> {
+/// Proposes a batch as this node, if it leads; a committed proposal's latency is observed.
+async fn propose_as_leader(
+    raft: &Raft,
+    proposal: Proposal,
+    commit_latency: &Histogram,
+) -> Result<ProposalResult, ProposeError> {
+    let started = std::time::Instant::now();
     match raft.client_write(proposal).await {
-        Ok(resp) => Ok(resp.data),
+        Ok(resp) => {
+            commit_latency.observe(started.elapsed().as_secs_f64());
+            Ok(resp.data)
+        }
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NotLeader),
         Err(e) => Err(ProposeError::Unavailable(e.to_string())),
     }
@@ -121,7 +131,7 @@ async fn forward(peers: &Peers, addr: &str, proposal: &Proposal) -> Result<Propo
 
 /// Proposes the batch here when this node leads, or sends it to the leader. Callers whose
 /// commands must not travel again get `NotLeader` on a follower.
-async fn submit(id: NodeId, raft: &Raft, peers: &Peers, batch: Vec<Pending>) {
+async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogram, batch: Vec<Pending>) {
     let leader = remote_leader(id, raft);
     let (batch, refused): (Vec<Pending>, Vec<Pending>) =
         batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
@@ -141,7 +151,7 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, batch: Vec<Pending>) {
     let proposal = Proposal { commands };
     let res = match &leader {
         Some(addr) => forward(peers, addr, &proposal).await,
-        None => propose_as_leader(raft, proposal).await,
+        None => propose_as_leader(raft, proposal, commit_latency).await,
     };
     match res {
         Ok(done) if done.results.len() == total => {
@@ -164,7 +174,13 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, batch: Vec<Pending>) {
     }
 }
 
-async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiver<Pending>) {
+async fn run(
+    id: NodeId,
+    raft: Raft,
+    peers: Peers,
+    commit_latency: Histogram,
+    mut rx: mpsc::UnboundedReceiver<Pending>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let mut carry: Option<Pending> = None;
     loop {
@@ -198,9 +214,10 @@ async fn run(id: NodeId, raft: Raft, peers: Peers, mut rx: mpsc::UnboundedReceiv
         }
         let raft = raft.clone();
         let peers = peers.clone();
+        let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            submit(id, &raft, &peers, batch).await;
+            submit(id, &raft, &peers, &commit_latency, batch).await;
         });
     }
 }

@@ -64,10 +64,17 @@ impl From<InvalidRequest> for Status {
 
 impl NodeCore {
     /// Starts a node's request-side tasks (read index, proposer, lease and stage expiry) around
-    /// its Raft and state machine.
-    pub fn start(id: NodeId, raft: Raft, sm: Arc<SmShared>, limits: Limits, peers: Peers) -> Self {
+    /// its Raft and state machine; the proposer times its commits into `commit_latency`.
+    pub fn start(
+        id: NodeId,
+        raft: Raft,
+        sm: Arc<SmShared>,
+        limits: Limits,
+        peers: Peers,
+        commit_latency: prometheus::Histogram,
+    ) -> Self {
         let read_index = ReadIndex::start(id, raft.clone(), peers.clone());
-        let proposer = Proposer::start(id, raft.clone(), peers.clone());
+        let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency);
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
         staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone());
         Self {

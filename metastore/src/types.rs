@@ -66,7 +66,9 @@ impl Command {
             CommandKind::Txn(t) | CommandKind::TxnCommit { txn: t, .. } => {
                 ops(&t.ops) + t.guards.iter().map(Guard::approx_size).sum::<usize>()
             }
-            CommandKind::TxnStage { ops: o, guards, .. } => ops(o) + guards.iter().map(Guard::approx_size).sum::<usize>(),
+            CommandKind::TxnStage { ops: o, guards, .. } => {
+                ops(o) + guards.iter().map(Guard::approx_size).sum::<usize>()
+            }
             _ => 0,
         }
     }

@@ -1,6 +1,7 @@
 //! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
 pub mod data;
+pub mod metrics;
 pub mod reassign;
 pub mod zk;
 

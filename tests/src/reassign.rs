@@ -114,21 +114,38 @@ pub fn start_four(dir: &Path) -> Four {
 
 /// Starts the four nodes, with extra flags for broker 4.
 pub fn start_four_with(dir: &Path, four_args: &[&str]) -> Four {
+    start_four_each(dir, |id| {
+        if id == 4 {
+            four_args.iter().map(|a| a.to_string()).collect()
+        } else {
+            Vec::new()
+        }
+    })
+}
+
+/// Starts the four nodes, with `extra(id)` flags for each.
+pub fn start_four_each(dir: &Path, extra: impl Fn(i32) -> Vec<String>) -> Four {
     let peers = crate::loopback_peers(3);
     let quorum = peers.values().cloned().collect::<Vec<_>>();
     let mut nodes: BTreeMap<i32, crate::ProcNode> = peers
         .iter()
         .map(|(id, addr)| {
-            let n = crate::ProcNode::new(*id, addr, &dir.join(format!("n{id}")), &peers, false).with_args(ARGS);
+            let args = extra(*id as i32);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let n = crate::ProcNode::new(*id, addr, &dir.join(format!("n{id}")), &peers, false)
+                .with_args(ARGS)
+                .with_args(&args);
             (*id as i32, n)
         })
         .collect();
     let addr4 = format!("127.0.0.1:{}", crate::free_port());
     let q = quorum.join(",");
+    let four_args = extra(4);
+    let four_args: Vec<&str> = four_args.iter().map(String::as_str).collect();
     let four = crate::ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
         .with_args(ARGS)
         .with_args(&["--roles", "broker", "--quorum", &q])
-        .with_args(four_args);
+        .with_args(&four_args);
     nodes.insert(4, four);
     for n in nodes.values_mut() {
         n.spawn();

@@ -84,6 +84,17 @@ async fn dev_with_an_extra_broker_registers_four_brokers() {
     .await;
     assert!(dir.path().join("ferry-dev/node-4/logs-1").is_dir());
     assert!(dir.path().join("ferry-dev/node-4/logs-2").is_dir());
+    // Each node's metrics address follows its line; each node has its own metrics.
+    let metrics: Vec<&str> = printed
+        .iter()
+        .filter_map(|l| l.strip_prefix("    metrics: http://")?.strip_suffix("/metrics"))
+        .collect();
+    assert_eq!(metrics.len(), 4, "{printed:?}");
+    for (i, addr) in metrics.iter().enumerate() {
+        let e = tokio::task::block_in_place(|| tests::metrics::scrape_parsed(addr)).unwrap();
+        assert!(e.has("ferry_reassigning_partitions", "gauge"), "{addr}");
+        assert_eq!(e.has("ferry_metastore_revision", "gauge"), i < 3, "{addr}");
+    }
     assert_eq!(tokio::task::block_in_place(|| sigterm_and_wait(&mut dev)), 0);
 
     // The data dir remembers its shape: other counts are refused, none given reuses it.
@@ -99,7 +110,19 @@ async fn dev_with_an_extra_broker_registers_four_brokers() {
         "{err}"
     );
     let (mut dev, again) = tokio::task::block_in_place(|| start_dev(dir.path(), &[]));
-    assert_eq!(again, printed, "a second start keeps the nodes and their addresses");
+    // Metrics ports are picked afresh with --base-port 0.
+    let nodes_only = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| !l.starts_with("    metrics: "))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        nodes_only(&again),
+        nodes_only(&printed),
+        "a second start keeps the nodes and their addresses"
+    );
     assert_eq!(tokio::task::block_in_place(|| sigterm_and_wait(&mut dev)), 0);
 }
 

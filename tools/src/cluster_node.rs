@@ -16,6 +16,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::metrics_http::MetricsServer;
+
 /// Which roles a node takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Roles {
@@ -71,12 +73,15 @@ pub struct NodeOptions {
     pub data: DataConfig,
     /// Active controller settings.
     pub controller: ControllerConfig,
+    /// Serve Prometheus metrics at `http://<this>/metrics`; none serves none.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// A started node.
 pub struct RunningNode {
     /// The address it serves on.
     pub addr: SocketAddr,
+    metrics: Option<MetricsServer>,
     metastore: Option<NodeHandle>,
     broker: Option<BrokerHandle>,
     controller: Option<JoinHandle<()>>,
@@ -84,8 +89,14 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
+    /// The address its `/metrics` endpoint serves on, if it serves one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|m| m.addr)
+    }
+
     /// Stops the roles: the broker first (it deregisters, so leadership moves), then the quorum.
     pub async fn shutdown(self) {
+        drop(self.metrics);
         if let Some(b) = self.broker {
             b.shutdown().await;
         }
@@ -130,9 +141,22 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     } else {
         None
     };
+    // One registry per node: `ferry dev` runs several nodes in one process.
+    let registry = prometheus::Registry::new();
+    if let Some(b) = &broker {
+        broker::metrics::register(b.core(), &registry).context("registering the broker's metrics")?;
+    }
+
+    // Bound first, so that a port in use stops the node before any role starts; served once
+    // every role has registered its metrics.
+    let metrics_listener = match o.metrics_listen {
+        Some(listen) => Some(crate::metrics_http::bind(listen).await?),
+        None => None,
+    };
 
     let mut running = RunningNode {
         addr: o.listen,
+        metrics: None,
         metastore: None,
         broker: None,
         controller: None,
@@ -154,6 +178,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         cfg.join = o.join;
         cfg.raft = o.raft.clone();
         cfg.extra_services = Some(routes);
+        cfg.registry = Some(registry.clone());
         let node = metastore::start(cfg).await?;
         running.addr = node.addr;
         running.controller = Some(controller::active::spawn(
@@ -192,6 +217,9 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     }
     if let Some(b) = broker {
         running.broker = Some(b.start(running.addr.to_string())?);
+    }
+    if let Some(listener) = metrics_listener {
+        running.metrics = Some(crate::metrics_http::serve(listener, registry)?);
     }
     Ok(running)
 }

@@ -28,6 +28,31 @@ pub struct DevArgs {
     /// data dir was made with].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BROKERS))]
     brokers: Option<u64>,
+    /// First port of the nodes' Prometheus `/metrics` endpoints, one a node on consecutive
+    /// ports (0 = any free ports) [default: 9101, or 0 with --base-port 0].
+    #[arg(long)]
+    metrics_base_port: Option<u16>,
+}
+
+/// The first metrics port when `--metrics-base-port` is not given.
+const METRICS_BASE_PORT: u16 = 9101;
+
+/// Where node `id` (counted from 1) serves its metrics. A default port found in use is
+/// replaced by any free one (the address is printed); a port given with the flag is not.
+fn metrics_listen(base: u16, explicit: bool, id: u64) -> anyhow::Result<SocketAddr> {
+    let port = if base == 0 {
+        0
+    } else {
+        u16::try_from(id - 1)
+            .ok()
+            .and_then(|i| base.checked_add(i))
+            .with_context(|| format!("--metrics-base-port {base}: node {id} would need a port above 65535"))?
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    if !explicit && port != 0 && std::net::TcpListener::bind(addr).is_err() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], 0)));
+    }
+    Ok(addr)
 }
 
 /// What a dev cluster remembers between starts: the ports its nodes were given.
@@ -85,6 +110,9 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
 pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let layout = layout(&a.data_dir, a.base_port, a.nodes, a.brokers)?;
     let quorum: Vec<String> = layout.nodes.values().cloned().collect();
+    let metrics_base = a
+        .metrics_base_port
+        .unwrap_or(if a.base_port == 0 { 0 } else { METRICS_BASE_PORT });
     let mut nodes = Vec::new();
     for (id, addr) in layout.nodes.iter().chain(&layout.brokers) {
         let broker_only = layout.brokers.contains_key(id);
@@ -111,6 +139,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
             session_timeout_ms: 6000,
             data: broker::DataConfig::default(),
             controller: Default::default(),
+            metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;
@@ -129,11 +158,18 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
             a.data_dir.display()
         );
     }
-    for (id, addr) in &layout.nodes {
+    let metrics_line = |i: usize| {
+        if let Some(m) = nodes.get(i).and_then(|n| n.metrics_addr()) {
+            println!("    metrics: http://{m}/metrics");
+        }
+    };
+    for (i, (id, addr)) in layout.nodes.iter().enumerate() {
         println!("  node {id}: {addr}");
+        metrics_line(i);
     }
-    for (id, addr) in &layout.brokers {
+    for (i, (id, addr)) in layout.brokers.iter().enumerate() {
         println!("  node {id}: {addr} (broker only)");
+        metrics_line(layout.nodes.len() + i);
     }
     println!("bootstrap: {first}");
     println!();
@@ -158,4 +194,23 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         n.shutdown().await;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_ports_follow_the_base_port() {
+        let port = |base, id| metrics_listen(base, true, id).map(|a| a.port());
+        assert_eq!(port(9101, 1).unwrap(), 9101);
+        assert_eq!(port(9101, 3).unwrap(), 9103);
+        assert_eq!(port(0, 5).unwrap(), 0);
+        assert!(port(65535, 2).is_err());
+        // A default port in use gives way to any free port.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = taken.local_addr().unwrap().port();
+        assert_eq!(metrics_listen(p, false, 1).unwrap().port(), 0);
+        assert_eq!(metrics_listen(p, true, 1).unwrap().port(), p);
+    }
 }

@@ -7,6 +7,7 @@ mod dev;
 mod kv;
 mod log_dirs;
 mod members;
+mod metrics_http;
 mod migrate_zk;
 mod node_cmd;
 mod reassign;

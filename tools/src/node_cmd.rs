@@ -84,6 +84,9 @@ pub struct NodeArgs {
     /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
     #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism, env = "FERRY_NUM_REPLICA_ALTER_LOG_DIRS_THREADS")]
     num_replica_alter_log_dirs_threads: usize,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics (default: not served).
+    #[arg(long, env = "FERRY_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// The `--config` file of `ferry node`: every flag but `--config`, named with `_` for `-`.
@@ -112,6 +115,7 @@ struct FileConfig {
     leader_imbalance_check_interval_ms: Option<u64>,
     log_dir_probe_interval_ms: Option<u64>,
     num_replica_alter_log_dirs_threads: Option<usize>,
+    metrics_listen: Option<SocketAddr>,
 }
 
 fn roles_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Roles>, D::Error> {
@@ -169,6 +173,7 @@ impl NodeArgs {
             leader_imbalance_check_interval_ms,
             log_dir_probe_interval_ms,
             num_replica_alter_log_dirs_threads,
+            metrics_listen,
         );
     }
 }
@@ -255,9 +260,13 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
             auto_leader_rebalance: a.auto_leader_rebalance,
             rebalance_interval: std::time::Duration::from_millis(a.leader_imbalance_check_interval_ms.max(100)),
         },
+        metrics_listen: a.metrics_listen,
     })
     .await?;
     println!("node {id} listening on {}", node.addr);
+    if let Some(m) = node.metrics_addr() {
+        println!("  metrics: http://{m}/metrics");
+    }
     crate::shutdown_signal().await;
     node.shutdown().await;
     Ok(())
@@ -303,6 +312,7 @@ heartbeat_ms = 10
 segment_bytes = 1000
 join = true
 auto_leader_rebalance = false
+metrics_listen = "127.0.0.1:9101"
 "#;
 
     #[test]
@@ -340,6 +350,7 @@ auto_leader_rebalance = false
         assert_eq!(a.rack.as_deref(), Some("r1"));
         assert!(a.join);
         assert!(!a.auto_leader_rebalance);
+        assert_eq!(a.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()), "file");
     }
 
     #[test]
@@ -356,6 +367,19 @@ auto_leader_rebalance = false
         let a = parse(&["--id", "3", "--roles", "quorum", "--rack", "r2"], FILE).unwrap();
         assert_eq!((a.id, a.rack.as_deref(), a.roles.broker), (Some(3), Some("r2"), false));
         assert_eq!(a.segment_bytes, 1000);
+        assert_eq!(a.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()));
+        let a = parse(&["--metrics-listen", "127.0.0.1:9200"], FILE).unwrap();
+        assert_eq!(
+            a.metrics_listen,
+            Some("127.0.0.1:9200".parse().unwrap()),
+            "flag over file"
+        );
+        let m = Cli::command().try_get_matches_from(["node"]).unwrap();
+        assert_eq!(
+            Cli::from_arg_matches(&m).unwrap().node.metrics_listen,
+            None,
+            "off by default"
+        );
     }
 
     #[test]
