@@ -101,7 +101,15 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         replica_id: core.id,
         leader_epoch: epoch,
         fetch_offset: offset,
-        max_bytes: core.config.replica_fetch_max_bytes,
+        // A throttled follower asks for about a tenth of a second's worth, so its rate holds
+        // over the move rather than only on average over large fetches.
+        max_bytes: match core.follower_throttle(r) {
+            Some(rate) => core
+                .config
+                .replica_fetch_max_bytes
+                .min(crate::throttle::chunk_bytes(Some(rate)) as u32),
+            None => core.config.replica_fetch_max_bytes,
+        },
         max_wait_ms: core.config.replica_fetch_wait_ms,
     };
     let (tx, rx) = mpsc::channel(2);
@@ -141,6 +149,10 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         // unclean election, what this replica counted as committed may not be).
         r.state.lock().high_watermark = resp.high_watermark.min(leo);
         r.notify();
+        if let Some(rate) = core.follower_throttle(r) {
+            core.follower_throttle.charge(resp.batches.len());
+            core.follower_throttle.acquire(rate).await;
+        }
         if tx.send(request(leo)).await.is_err() {
             break;
         }

@@ -120,15 +120,6 @@ pub fn recovery_plan(found: &[(PathBuf, String)]) -> (Vec<RecoveryStep>, Vec<(To
     (steps, resume)
 }
 
-/// Bytes copied per step: about a tenth of a second at the throttle, so the rate stays even,
-/// and large pieces when unthrottled.
-pub fn chunk_bytes(rate: Option<u64>) -> usize {
-    match rate {
-        None => 8 << 20,
-        Some(r) => ((r / 10) as usize).clamp(16 << 10, 8 << 20),
-    }
-}
-
 /// A replica's future log in another dir, being filled from the current one.
 #[derive(Debug)]
 pub struct FutureLog {
@@ -310,7 +301,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
     };
     loop {
         let rate = core.alter_log_dirs_rate();
-        let chunk = chunk_bytes(rate);
+        let chunk = crate::throttle::chunk_bytes(rate);
         let r2 = r.clone();
         // Whole files only unthrottled: a throttled copy goes in pieces at its rate.
         let whole_files = rate.is_none();
@@ -679,12 +670,5 @@ mod tests {
         let (steps, resume) = recovery_plan(&found);
         assert!(resume.is_empty());
         assert_eq!(steps, vec![RecoveryStep::Remove(a.join("t-0.move"))]);
-    }
-
-    #[test]
-    fn chunks_follow_the_throttle() {
-        assert_eq!(chunk_bytes(None), 8 << 20);
-        assert_eq!(chunk_bytes(Some(10_000_000)), 1_000_000);
-        assert_eq!(chunk_bytes(Some(1)), 16 << 10);
     }
 }

@@ -65,6 +65,8 @@ pub struct BrokerCore {
     pub view: RwLock<ClusterView>,
     /// Holds back replication traffic to throttled followers.
     pub throttle: crate::throttle::Throttle,
+    /// Holds back this broker's fetches for throttled replicas it follows, across all of them.
+    pub follower_throttle: crate::throttle::Throttle,
     /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
     pub dynamic_config: RwLock<HashMap<String, String>>,
     /// One connection per peer broker, shared by every partition's replication stream.
@@ -125,6 +127,7 @@ impl BrokerCore {
             replicas: RwLock::new(replicas),
             view: RwLock::new(ClusterView::default()),
             throttle: Default::default(),
+            follower_throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
             channels: Default::default(),
             moves: DirMoves::new(config.dir_move_parallelism),
@@ -192,34 +195,58 @@ impl BrokerCore {
     /// `leader.replication.throttled.rate` to the replicas the topic's
     /// `leader.replication.throttled.replicas` names; the lower rate wins.
     pub fn leader_throttle(&self, r: &Replica, follower: i32) -> Option<u64> {
-        let st = r.state.lock();
-        let m = &st.meta;
-        if m.isr.contains(&follower) {
+        let owned = {
+            let st = r.state.lock();
+            let m = &st.meta;
+            if m.isr.contains(&follower) {
+                return None;
+            }
+            (m.throttle_rate > 0 && m.adding.contains(&follower)).then_some(m.throttle_rate)
+        };
+        let manual = self.manual_throttle(
+            r,
+            proto::topic_config::LEADER_THROTTLED_REPLICAS,
+            proto::topic_config::LEADER_THROTTLED_RATE,
+            follower,
+        );
+        match (owned, manual) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The rate (bytes/s) at which this broker, following `r`, may fetch, or `None`: the
+    /// operator's `follower.replication.throttled.rate` on this broker, for a replica the
+    /// topic's `follower.replication.throttled.replicas` names, while it is out of the ISR.
+    pub fn follower_throttle(&self, r: &Replica) -> Option<u64> {
+        if r.state.lock().meta.isr.contains(&self.id) {
             return None;
         }
-        let owned = (m.throttle_rate > 0 && m.adding.contains(&follower)).then_some(m.throttle_rate);
+        self.manual_throttle(
+            r,
+            proto::topic_config::FOLLOWER_THROTTLED_REPLICAS,
+            proto::topic_config::FOLLOWER_THROTTLED_RATE,
+            self.id,
+        )
+    }
+
+    /// A throttle set by hand: the broker's `rate_key` when the topic's `replicas_key` lists
+    /// `replica` of this partition.
+    fn manual_throttle(&self, r: &Replica, replicas_key: &str, rate_key: &str, replica: i32) -> Option<u64> {
         let listed = self
             .view
             .read()
             .topics
             .get(&r.topic)
-            .and_then(|t| {
-                t.config(proto::topic_config::LEADER_THROTTLED_REPLICAS)
-                    .map(String::from)
-            })
-            .is_some_and(|list| proto::topic_config::lists_replica(&list, r.partition, self.id));
-        let manual = listed
-            .then(|| {
-                self.dynamic_config
-                    .read()
-                    .get(proto::topic_config::LEADER_THROTTLED_RATE)
-                    .and_then(|v| v.parse::<u64>().ok())
-            })
-            .flatten();
-        match (owned, manual) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            .and_then(|t| t.config(replicas_key).map(String::from))
+            .is_some_and(|list| proto::topic_config::lists_replica(&list, r.partition, replica));
+        if !listed {
+            return None;
         }
+        self.dynamic_config
+            .read()
+            .get(rate_key)
+            .and_then(|v| v.parse::<u64>().ok())
     }
 
     /// The gRPC endpoint of a registered broker.

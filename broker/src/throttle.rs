@@ -12,6 +12,15 @@ use tokio::time::Instant;
 /// near its rate.
 const BURST_SECONDS: f64 = 0.2;
 
+/// Bytes to move per step (a dir-move copy, a throttled follower's fetch): about a tenth of a
+/// second at the throttle, so the rate holds over the move, and large pieces when unthrottled.
+pub fn chunk_bytes(rate: Option<u64>) -> usize {
+    match rate {
+        None => 8 << 20,
+        Some(r) => ((r / 10) as usize).clamp(16 << 10, 8 << 20),
+    }
+}
+
 /// The pure state of the bucket.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bucket {
@@ -98,6 +107,13 @@ mod tests {
         }
         let achieved = sent as f64 / now;
         assert!((achieved - rate).abs() / rate < 0.05, "achieved {achieved} bytes/s");
+    }
+
+    #[test]
+    fn chunks_follow_the_throttle() {
+        assert_eq!(chunk_bytes(None), 8 << 20);
+        assert_eq!(chunk_bytes(Some(10_000_000)), 1_000_000);
+        assert_eq!(chunk_bytes(Some(1)), 16 << 10);
     }
 
     #[test]

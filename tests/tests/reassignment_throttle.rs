@@ -153,3 +153,83 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
         "the operator's throttle was touched"
     );
 }
+
+/// Sets configs on a broker or topic through AlterConfigs.
+async fn set_config(c: &broker::ClusterClient, kind: Type, name: &str, key: &str, value: &str) {
+    let req = AlterConfigsRequest {
+        resource: Some(ConfigResource {
+            r#type: kind as i32,
+            name: name.into(),
+        }),
+        set: [(key.to_string(), value.to_string())].into(),
+        delete: vec![],
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.alter_configs(req).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0, "{}", r.error_message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() {
+    const FOLLOWER_RATE: f64 = 4_000_000.0;
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    create(&c, "fol", vec![vec![1, 2]], &[]).await;
+    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "fol", 0, &[1, 2])).await;
+    tests::reassign::produce_n(&c, "fol", 0, 200, 100, 1000).await; // about 20 MB
+    let size: u64 = c
+        .describe_log_dirs(&[1], &["fol".to_string()])
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| &b.dirs)
+        .flat_map(|d| &d.replicas)
+        .map(|r| r.size)
+        .sum();
+    assert!(size > 10_000_000, "{size}");
+    // The operator's follower-side throttle: on broker 4, for replica 4 of fol-0.
+    set_config(&c, Type::Broker, "4", "follower.replication.throttled.rate", "4000000").await;
+    set_config(&c, Type::Topic, "fol", "follower.replication.throttled.replicas", "0:4").await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // the brokers follow config changes
+
+    let started = Instant::now();
+    ok(&alter(&c, &[("fol", 0, Some(vec![1, 2, 4]))], None).await);
+    wait_until(Duration::from_secs(120), "the move to finish", || async {
+        list(&c).await.reassignments.is_empty()
+    })
+    .await;
+    let took = started.elapsed().as_secs_f64();
+    let ratio = took / (size as f64 / FOLLOWER_RATE);
+    eprintln!("moved {size} bytes in {took:.1} s under a {FOLLOWER_RATE} B/s follower throttle: {ratio:.2}");
+    assert!(
+        (0.9..=1.5).contains(&ratio),
+        "took {took:.1} s, {ratio:.2} of size/rate"
+    );
+    // Set by hand, so still there after the move.
+    let d = c
+        .admin_call(|mut a| async move {
+            a.describe_configs(DescribeConfigsRequest {
+                resources: vec![ConfigResource {
+                    r#type: Type::Topic as i32,
+                    name: "fol".into(),
+                }],
+            })
+            .await
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        d.results[0]
+            .config
+            .get("follower.replication.throttled.replicas")
+            .map(String::as_str),
+        Some("0:4")
+    );
+}
