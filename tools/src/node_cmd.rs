@@ -50,6 +50,10 @@ pub struct NodeArgs {
     /// Build a snapshot every this many log entries.
     #[arg(long, default_value_t = RaftTuning::default().snapshot_every, env = "FERRY_SNAPSHOT_EVERY")]
     snapshot_every: u64,
+    /// Log entries kept behind a snapshot, for followers a little behind (beyond them, a
+    /// lagging or new node gets the snapshot).
+    #[arg(long, default_value_t = RaftTuning::default().keep_behind_snapshot, env = "FERRY_KEEP_BEHIND_SNAPSHOT")]
+    keep_behind_snapshot: u64,
     /// Roles of this node: quorum, broker, or quorum,broker.
     #[arg(long, default_value = "quorum,broker", env = "FERRY_ROLES")]
     roles: Roles,
@@ -103,6 +107,7 @@ struct FileConfig {
     election_min_ms: Option<u64>,
     election_max_ms: Option<u64>,
     snapshot_every: Option<u64>,
+    keep_behind_snapshot: Option<u64>,
     #[serde(default, deserialize_with = "roles_from_str")]
     roles: Option<Roles>,
     quorum: Option<String>,
@@ -162,6 +167,7 @@ impl NodeArgs {
             election_min_ms,
             election_max_ms,
             snapshot_every,
+            keep_behind_snapshot,
             roles,
             quorum,
             log_dirs,
@@ -242,7 +248,7 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
             election_min_ms: a.election_min_ms,
             election_max_ms: a.election_max_ms,
             snapshot_every: a.snapshot_every,
-            ..RaftTuning::default()
+            keep_behind_snapshot: a.keep_behind_snapshot,
         },
         roles: a.roles,
         quorum: a
