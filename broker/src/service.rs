@@ -408,6 +408,11 @@ impl Broker for BrokerService {
         req: Request<AlterReplicaLogDirsRequest>,
     ) -> Result<Response<AlterReplicaLogDirsResponse>, Status> {
         let moves = req.into_inner().moves;
-        Ok(Response::new(crate::log_dir_move::alter(&self.core, &moves)))
+        let core = self.core.clone();
+        // Starting a move creates folders and files: off the async workers.
+        let resp = tokio::task::spawn_blocking(move || crate::log_dir_move::alter(&core, &moves))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(resp))
     }
 }
