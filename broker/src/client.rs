@@ -130,9 +130,7 @@ impl ClusterClient {
 
     /// Refreshes leaders and broker endpoints for a topic.
     pub async fn refresh(&self, topic: &str) -> Result<TopicDescription, DataError> {
-        let cluster = self
-            .admin_call(|mut a| async move { a.describe_cluster(DescribeClusterRequest {}).await })
-            .await?;
+        self.brokers().await?;
         let req = DescribeTopicsRequest {
             topics: vec![topic.to_string()],
         };
@@ -150,10 +148,6 @@ impl ClusterClient {
         })?;
         if t.error_code != 0 {
             return Err(kafka(t.error_code, t.error_message));
-        }
-        let mut eps = self.endpoints.lock();
-        for b in cluster.brokers {
-            eps.insert(b.id, b.endpoint);
         }
         let mut leaders = self.leaders.lock();
         for p in &t.partitions {
@@ -192,13 +186,31 @@ impl ClusterClient {
                 format!("leader {leader} is not registered"),
             )
         })?;
+        self.connect(&endpoint)
+    }
+
+    /// A client of the broker at `endpoint`, over the shared connection to it.
+    fn connect(&self, endpoint: &str) -> Result<BrokerClient<Channel>, DataError> {
         let ch = self
             .channels
-            .channel(&endpoint)
+            .channel(endpoint)
             .map_err(|e| DataError::Unreachable(format!("{endpoint}: {e}")))?;
         Ok(BrokerClient::new(ch)
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30))
+    }
+
+    /// One call to a broker, within this client's timeout.
+    async fn broker_call<T>(
+        &self,
+        broker: i32,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, DataError> {
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .map_err(|_| DataError::Unreachable(format!("broker {broker}: timed out")))?
+            .map(tonic::Response::into_inner)
+            .map_err(|s| DataError::Unreachable(format!("broker {broker}: {}", s.message())))
     }
 
     /// The registered brokers, from the cluster's metadata.
@@ -226,13 +238,7 @@ impl ClusterClient {
                 format!("broker {id} is not registered"),
             )
         })?;
-        let ch = self
-            .channels
-            .channel(&endpoint)
-            .map_err(|e| DataError::Unreachable(format!("{endpoint}: {e}")))?;
-        Ok(BrokerClient::new(ch)
-            .max_decoding_message_size(1 << 30)
-            .max_encoding_message_size(1 << 30))
+        self.connect(&endpoint)
     }
 
     /// DescribeLogDirs on the given brokers (every registered one when empty), all at once.
@@ -253,11 +259,7 @@ impl ClusterClient {
             let req = DescribeLogDirsRequest {
                 topics: topics.to_vec(),
             };
-            tokio::time::timeout(self.timeout, b.describe_log_dirs(req))
-                .await
-                .map_err(|_| DataError::Unreachable(format!("broker {id}: timed out")))?
-                .map(tonic::Response::into_inner)
-                .map_err(|s| DataError::Unreachable(format!("broker {id}: {}", s.message())))
+            self.broker_call(id, b.describe_log_dirs(req)).await
         });
         futures::future::try_join_all(calls).await
     }
@@ -269,14 +271,8 @@ impl ClusterClient {
         moves: Vec<ReplicaLogDirMove>,
     ) -> Result<AlterReplicaLogDirsResponse, DataError> {
         let mut b = self.broker(broker).await?;
-        tokio::time::timeout(
-            self.timeout,
-            b.alter_replica_log_dirs(AlterReplicaLogDirsRequest { moves }),
-        )
-        .await
-        .map_err(|_| DataError::Unreachable(format!("broker {broker}: timed out")))?
-        .map(tonic::Response::into_inner)
-        .map_err(|s| DataError::Unreachable(format!("broker {broker}: {}", s.message())))
+        self.broker_call(broker, b.alter_replica_log_dirs(AlterReplicaLogDirsRequest { moves }))
+            .await
     }
 
     fn forget_leader(&self, topic: &str, partition: u32) {

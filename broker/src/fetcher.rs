@@ -95,7 +95,7 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         }
     }
 
-    let request = |offset: i64| ReplicaFetchRequest {
+    let request = |offset: i64, throttle: Option<u64>| ReplicaFetchRequest {
         topic: r.topic.clone(),
         partition: r.partition,
         replica_id: core.id,
@@ -103,7 +103,7 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         fetch_offset: offset,
         // A throttled follower asks for about a tenth of a second's worth, so its rate holds
         // over the move rather than only on average over large fetches.
-        max_bytes: match core.follower_throttle(r) {
+        max_bytes: match throttle {
             Some(rate) => core
                 .config
                 .replica_fetch_max_bytes
@@ -115,7 +115,7 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
     let (tx, rx) = mpsc::channel(2);
     let leo = r.log.lock().log_end_offset();
     // The receiver is alive: it is moved into the call below.
-    let _ = tx.send(request(leo)).await;
+    let _ = tx.send(request(leo, core.follower_throttle(r))).await;
     let mut stream = c.replica_fetch(ReceiverStream::new(rx)).await?.into_inner();
     while let Some(resp) = stream.message().await? {
         if resp.error_code != 0 {
@@ -149,11 +149,12 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         // unclean election, what this replica counted as committed may not be).
         r.state.lock().high_watermark = resp.high_watermark.min(leo);
         r.notify();
-        if let Some(rate) = core.follower_throttle(r) {
+        let throttle = core.follower_throttle(r);
+        if let Some(rate) = throttle {
             core.follower_throttle.charge(resp.batches.len());
             core.follower_throttle.acquire(rate).await;
         }
-        if tx.send(request(leo)).await.is_err() {
+        if tx.send(request(leo, throttle)).await.is_err() {
             break;
         }
     }

@@ -295,6 +295,13 @@ enum Step {
     NoFuture,
 }
 
+/// Gives a move up after a failed copy or sync: a failed disk goes offline, the future goes.
+fn abandon(core: &BrokerCore, r: &Replica, e: &LogError) {
+    tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
+    core.report_log_error(e);
+    cancel(core, r);
+}
+
 async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
     let Ok(_slot) = core.moves.slots.clone().acquire_owned().await else {
         return; // the semaphore is never closed
@@ -326,9 +333,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
                 })
                 .await;
                 if let Ok(Err(e)) = synced {
-                    tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
-                    core.report_log_error(&e);
-                    cancel(&core, &r);
+                    abandon(&core, &r, &e);
                     return;
                 }
                 let r2 = r.clone();
@@ -351,9 +356,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
             }
             Ok(Ok(Step::NoFuture)) => break,
             Ok(Err(e)) => {
-                tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
-                core.report_log_error(&e);
-                cancel(&core, &r);
+                abandon(&core, &r, &e);
                 return;
             }
             Err(e) => {

@@ -423,13 +423,13 @@ impl BrokerCore {
         let mut taken = 0;
         for (tp, r) in hosted {
             let future_offline = r.future.lock().as_ref().is_some_and(|f| in_offline(&f.dest));
-            if future_offline {
+            let current_offline = in_offline(r.log.lock().dir());
+            if future_offline || current_offline {
                 log_dir_move::cancel(self, &r);
             }
-            if !in_offline(r.log.lock().dir()) {
+            if !current_offline {
                 continue;
             }
-            log_dir_move::cancel(self, &r);
             if let Some(h) = self.fetchers.lock().remove(&tp) {
                 h.abort();
             }

@@ -40,19 +40,24 @@ pub fn replica_progress(
         })
         .filter(|(secs, _)| *secs >= 0.2)
         .map_or(0, |(secs, bytes)| (bytes as f64 / secs) as u64);
-    let eta_ms = if left == 0 {
-        0
-    } else if rate > 0 {
-        (left as f64 / rate as f64 * 1000.0) as i64
-    } else {
-        -1
-    };
     ReplicaProgress {
         broker,
         bytes_left: left,
         bytes_copied: copied,
         rate_bytes_per_sec: rate,
-        eta_ms,
+        eta_ms: eta_ms(left, rate),
+    }
+}
+
+/// Milliseconds until `left` bytes are done at `rate` bytes/s: 0 when nothing is left, -1 when
+/// the rate is unknown.
+pub fn eta_ms(left: u64, rate: u64) -> i64 {
+    if left == 0 {
+        0
+    } else if rate > 0 {
+        (left as f64 / rate as f64 * 1000.0) as i64
+    } else {
+        -1
     }
 }
 

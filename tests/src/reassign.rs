@@ -223,3 +223,46 @@ pub async fn produce_n(c: &ClusterClient, topic: &str, p: u32, batches: usize, p
 pub fn ok(r: &AlterPartitionReassignmentsResponse) {
     assert_eq!(r.error_code, 0, "{}: {:?}", r.error_message, r.results);
 }
+
+/// Sets one config of a broker or topic through AlterConfigs.
+pub async fn set_config(c: &ClusterClient, kind: config_resource::Type, name: &str, key: &str, value: &str) {
+    let req = AlterConfigsRequest {
+        resource: Some(ConfigResource {
+            r#type: kind as i32,
+            name: name.into(),
+        }),
+        set: [(key.to_string(), value.to_string())].into(),
+        delete: vec![],
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.alter_configs(req).await }
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.error_code, 0, "{}", r.error_message);
+}
+
+/// The configs of a broker or topic, through DescribeConfigs.
+pub async fn config_of(
+    c: &ClusterClient,
+    kind: config_resource::Type,
+    name: &str,
+) -> std::collections::HashMap<String, String> {
+    let req = DescribeConfigsRequest {
+        resources: vec![ConfigResource {
+            r#type: kind as i32,
+            name: name.into(),
+        }],
+    };
+    let mut d = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.describe_configs(req).await }
+        })
+        .await
+        .unwrap();
+    d.results.remove(0).config
+}

@@ -14,7 +14,7 @@ use proto::ferry::config_resource::Type;
 use proto::ferry::*;
 use rand::Rng;
 use tests::data::{isr_is, partition_state, read_all};
-use tests::reassign::{create, produce_n, start_four_with, Four};
+use tests::reassign::{create, produce_n, set_config, start_four_with, Four};
 use tests::{run_ferry, wait_until};
 
 /// Broker 4 with dirs `a` and `b`, probed often.
@@ -53,31 +53,30 @@ fn other_dir(d: &DescribeLogDirsResponse, not: &str) -> String {
     d.dirs.iter().map(|x| x.path.clone()).find(|p| p != not).unwrap()
 }
 
-async fn set_broker_config(c: &ClusterClient, broker: i32, key: &str, value: &str) {
-    let req = AlterConfigsRequest {
-        resource: Some(ConfigResource {
-            r#type: Type::Broker as i32,
-            name: broker.to_string(),
-        }),
-        set: [(key.to_string(), value.to_string())].into(),
-        delete: vec![],
-        validate_only: false,
-    };
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.alter_configs(req).await }
-        })
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0, "{}", r.error_message);
-}
-
 fn ferry(f: &Four, args: &[&str]) -> (i32, String, String) {
     let bs = f.bootstrap();
     let mut v: Vec<&str> = args.to_vec();
     v.extend(["--bootstrap-server", &bs]);
     tokio::task::block_in_place(|| run_ferry(&v))
+}
+
+/// `ferry log-dirs --move` of one of broker 4's replicas; returns what it printed.
+fn move_replica(f: &Four, partition: &str, to: &str) -> String {
+    let (code, out, err) = ferry(
+        f,
+        &[
+            "log-dirs",
+            "--move",
+            "--broker",
+            "4",
+            "--partitions",
+            partition,
+            "--log-dir",
+            to,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    out
 }
 
 /// Replica folders of `<topic>-<p>` (current, `.move` or `.delete`) under broker 4's dirs.
@@ -119,7 +118,14 @@ async fn a_move_under_produce_load_keeps_every_acknowledged_record() {
     create(&c, "m", vec![vec![4, 1, 2]], &[("min.insync.replicas", "2")]).await;
     wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "m", 0, &[4, 1, 2])).await;
     produce_n(&c, "m", 0, 100, 100, 1000).await; // about 10 MB
-    set_broker_config(&c, 4, "replica.alter.log.dirs.io.max.bytes.per.second", "5000000").await;
+    set_config(
+        &c,
+        Type::Broker,
+        "4",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "5000000",
+    )
+    .await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {
@@ -143,20 +149,7 @@ async fn a_move_under_produce_load_keeps_every_acknowledged_record() {
     let (from, _) = placement(&before, "m", 0);
     let from = from.expect("m-0 is on broker 4");
     let to = other_dir(&before, &from);
-    let (code, out, err) = ferry(
-        &f,
-        &[
-            "log-dirs",
-            "--move",
-            "--broker",
-            "4",
-            "--partitions",
-            "m-0",
-            "--log-dir",
-            &to,
-        ],
-    );
-    assert_eq!(code, 0, "{out}{err}");
+    let out = move_replica(&f, "m-0", &to);
     assert!(out.contains(&format!("Moving replica m-0-4 to {to}.")), "{out}");
     // While it copies, the future log shows up in the destination with its lag.
     let during = describe(&c).await;
@@ -203,7 +196,14 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
     create(&c, "k", vec![vec![4]], &[]).await;
     produce_n(&c, "k", 0, 100, 100, 1000).await; // about 10 MB
     let want = read_all(&c, "k", 0).await;
-    set_broker_config(&c, 4, "replica.alter.log.dirs.io.max.bytes.per.second", "5000000").await;
+    set_config(
+        &c,
+        Type::Broker,
+        "4",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        "5000000",
+    )
+    .await;
     let mut rng = rand::rng();
     let mut killed_mid_copy = 0;
     for round in 0..10 {
@@ -213,20 +213,7 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
         let cur = cur.expect("k-0 is on broker 4");
         if !moving {
             let to = other_dir(&d, &cur);
-            let (code, out, err) = ferry(
-                &f,
-                &[
-                    "log-dirs",
-                    "--move",
-                    "--broker",
-                    "4",
-                    "--partitions",
-                    "k-0",
-                    "--log-dir",
-                    &to,
-                ],
-            );
-            assert_eq!(code, 0, "{out}{err}");
+            move_replica(&f, "k-0", &to);
         }
         let wait_ms = rng.random_range(0..2000);
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
@@ -280,20 +267,7 @@ async fn a_failed_dir_goes_offline_and_the_others_keep_serving() {
     let (fd, gd) = (fd.unwrap(), gd.unwrap());
     if fd == gd {
         let to = other_dir(&d, &fd);
-        let (code, out, err) = ferry(
-            &f,
-            &[
-                "log-dirs",
-                "--move",
-                "--broker",
-                "4",
-                "--partitions",
-                "g-0",
-                "--log-dir",
-                &to,
-            ],
-        );
-        assert_eq!(code, 0, "{out}{err}");
+        move_replica(&f, "g-0", &to);
         wait_until(Duration::from_secs(30), "g moved", || async {
             placement(&describe(&c).await, "g", 0) == (Some(to.clone()), false)
         })

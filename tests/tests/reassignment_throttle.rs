@@ -8,7 +8,7 @@ use bytes::Bytes;
 use proto::ferry::config_resource::Type;
 use proto::ferry::*;
 use tests::data::{isr_is, partition_state};
-use tests::reassign::{alter, create, list, ok, start_four};
+use tests::reassign::{alter, config_of, create, list, ok, set_config, start_four};
 use tests::wait_until;
 
 const RATE: i64 = 5_000_000;
@@ -25,23 +25,7 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
     wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "big", 0, &[1, 2])).await;
 
     // The operator's own throttle on broker 3, set before the move.
-    let manual = AlterConfigsRequest {
-        resource: Some(ConfigResource {
-            r#type: Type::Broker as i32,
-            name: "3".into(),
-        }),
-        set: [("leader.replication.throttled.rate".to_string(), "123456789".to_string())].into(),
-        delete: vec![],
-        validate_only: false,
-    };
-    let r = c
-        .admin_call(|mut a| {
-            let req = manual.clone();
-            async move { a.alter_configs(req).await }
-        })
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0, "{}", r.error_message);
+    set_config(&c, Type::Broker, "3", "leader.replication.throttled.rate", "123456789").await;
 
     // About 100 MB, from four producers at once.
     let value = Bytes::from(vec![b'x'; RECORD]);
@@ -132,47 +116,12 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
     let s = partition_state(&c, "big", 0).await.unwrap();
     assert_eq!(s.replicas, vec![1, 2, 4]);
     assert_eq!(s.throttle_rate, 0, "the reassignment's throttle outlived it");
-    let d = c
-        .admin_call(|mut a| async move {
-            a.describe_configs(DescribeConfigsRequest {
-                resources: vec![ConfigResource {
-                    r#type: Type::Broker as i32,
-                    name: "3".into(),
-                }],
-            })
-            .await
-        })
-        .await
-        .unwrap();
+    let broker3 = config_of(&c, Type::Broker, "3").await;
     assert_eq!(
-        d.results[0]
-            .config
-            .get("leader.replication.throttled.rate")
-            .map(String::as_str),
+        broker3.get("leader.replication.throttled.rate").map(String::as_str),
         Some("123456789"),
         "the operator's throttle was touched"
     );
-}
-
-/// Sets configs on a broker or topic through AlterConfigs.
-async fn set_config(c: &broker::ClusterClient, kind: Type, name: &str, key: &str, value: &str) {
-    let req = AlterConfigsRequest {
-        resource: Some(ConfigResource {
-            r#type: kind as i32,
-            name: name.into(),
-        }),
-        set: [(key.to_string(), value.to_string())].into(),
-        delete: vec![],
-        validate_only: false,
-    };
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.alter_configs(req).await }
-        })
-        .await
-        .unwrap();
-    assert_eq!(r.error_code, 0, "{}", r.error_message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,23 +162,9 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
         "took {took:.1} s, {ratio:.2} of size/rate"
     );
     // Set by hand, so still there after the move.
-    let d = c
-        .admin_call(|mut a| async move {
-            a.describe_configs(DescribeConfigsRequest {
-                resources: vec![ConfigResource {
-                    r#type: Type::Topic as i32,
-                    name: "fol".into(),
-                }],
-            })
-            .await
-        })
-        .await
-        .unwrap();
+    let topic = config_of(&c, Type::Topic, "fol").await;
     assert_eq!(
-        d.results[0]
-            .config
-            .get("follower.replication.throttled.replicas")
-            .map(String::as_str),
+        topic.get("follower.replication.throttled.replicas").map(String::as_str),
         Some("0:4")
     );
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use broker::ClusterClient;
-use controller::reassign_progress::totals;
+use controller::reassign_progress::{eta_ms, totals};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use proto::ferry::{ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
 
@@ -71,13 +71,7 @@ pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
         }
     }
     let (copied, left, rate) = totals(&l.reassignments);
-    let eta = if left == 0 {
-        0
-    } else if rate > 0 {
-        (left as f64 / rate as f64 * 1000.0) as i64
-    } else {
-        -1
-    };
+    let eta = eta_ms(left, rate);
     out.push(format!(
         "Total: {} partition{} moving, {} copied, {} left, {}/s, ETA {}",
         l.reassignments.len(),
@@ -125,11 +119,7 @@ pub async fn run(c: &ClusterClient, watch: bool) -> anyhow::Result<()> {
         let (copied, left, rate) = totals(&l.reassignments);
         total.set_length(copied + left);
         total.set_position(copied);
-        total.set_message(if rate > 0 {
-            human_eta((left as f64 / rate as f64 * 1000.0) as i64)
-        } else {
-            "unknown".into()
-        });
+        total.set_message(human_eta(eta_ms(left, rate)));
         for e in l.reassignments.iter().take(BARS) {
             let name = format!("{}-{}", e.topic, e.partition);
             let (copied, left) = e
