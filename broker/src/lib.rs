@@ -8,6 +8,7 @@ pub mod isr;
 pub mod log_dir_move;
 pub mod log_dirs;
 pub mod metrics;
+pub mod named_dir;
 pub mod node;
 pub mod partition_log;
 pub mod record_batch;

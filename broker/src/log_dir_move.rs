@@ -131,6 +131,8 @@ pub struct FutureLog {
     pub copied_bytes: u64,
     /// Sealed segments are copied as whole files until that fails once.
     pub whole_files: bool,
+    /// Started for a dir a reassignment named (see `named_dir`), not by hand.
+    pub for_reassignment: bool,
 }
 
 /// The broker's dir moves: a limit on how many copy at once, their shared throttle, the dirs
@@ -203,9 +205,32 @@ pub fn recover(dirs: &[PathBuf]) -> std::io::Result<Vec<(TopicPartition, PathBuf
     Ok(resume)
 }
 
+/// Why `dir` cannot take a replica on this broker (the error code and a message), or `None`
+/// when it can: it must be absolute, one of this broker's log dirs, and online.
+pub fn unusable_dir(core: &BrokerCore, dir: &Path) -> Option<(ErrorCode, String)> {
+    if !dir.is_absolute() {
+        Some((
+            ErrorCode::LOG_DIR_NOT_FOUND,
+            format!("log dir '{}' is not an absolute path", dir.display()),
+        ))
+    } else if !core.dirs.dirs().iter().any(|d| d == dir) {
+        Some((
+            ErrorCode::LOG_DIR_NOT_FOUND,
+            format!("'{}' is not a log dir of broker {}", dir.display(), core.id),
+        ))
+    } else {
+        core.dirs.offline_reason(dir).map(|why| {
+            (
+                ErrorCode::KAFKA_STORAGE_ERROR,
+                format!("log dir '{}' is offline: {why}", dir.display()),
+            )
+        })
+    }
+}
+
 /// Starts (or redirects) the move of a hosted replica to `dest`; moving to its current dir
-/// cancels a running move.
-pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path) -> Result<(), LogError> {
+/// cancels a running move. `for_reassignment` marks a move to a dir a reassignment named.
+pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path, for_reassignment: bool) -> Result<(), LogError> {
     let tp = (r.topic.clone(), r.partition);
     let current_dir = r.log.lock().dir().parent().map(Path::to_path_buf);
     {
@@ -226,6 +251,7 @@ pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path) -> Result<()
         dest: dest.to_path_buf(),
         copied_bytes: 0,
         whole_files: true,
+        for_reassignment,
     });
     spawn_copy(core, r);
     Ok(())
@@ -254,11 +280,14 @@ pub fn resume(core: &Arc<BrokerCore>, r: &Arc<Replica>, future_folder: &Path) ->
     };
     let dest = future_folder.parent().map(Path::to_path_buf).unwrap_or_default();
     tracing::info!(replica = %r.name(), dest = %dest.display(), from = log.log_end_offset(), "resuming log dir move");
+    // Whether a reassignment started it is not on disk; `named_dir` takes a move over again
+    // while its reassignment still names the dir.
     *r.future.lock() = Some(FutureLog {
         log,
         dest,
         copied_bytes: 0,
         whole_files: true,
+        for_reassignment: false,
     });
     spawn_copy(core, r);
     Ok(())
@@ -481,22 +510,8 @@ pub fn alter(core: &Arc<BrokerCore>, moves: &[ReplicaLogDirMove]) -> AlterReplic
     let mut refused = Vec::new();
     for m in moves {
         let tp = format!("{}-{}", m.topic, m.partition);
-        let path = Path::new(&m.dir);
-        let error = if !path.is_absolute() {
-            Some((
-                ErrorCode::LOG_DIR_NOT_FOUND,
-                format!("{tp}: log dir '{}' is not an absolute path", m.dir),
-            ))
-        } else if !core.dirs.dirs().iter().any(|d| d == path) {
-            Some((
-                ErrorCode::LOG_DIR_NOT_FOUND,
-                format!("{tp}: '{}' is not a log dir of broker {}", m.dir, core.id),
-            ))
-        } else if let Some(why) = core.dirs.offline_reason(path) {
-            Some((
-                ErrorCode::KAFKA_STORAGE_ERROR,
-                format!("{tp}: log dir '{}' is offline: {why}", m.dir),
-            ))
+        let error = if let Some((code, why)) = unusable_dir(core, Path::new(&m.dir)) {
+            Some((code, format!("{tp}: {why}")))
         } else if core.view.read().partition(&m.topic, m.partition).is_none() {
             Some((
                 ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
@@ -530,7 +545,7 @@ pub fn alter(core: &Arc<BrokerCore>, moves: &[ReplicaLogDirMove]) -> AlterReplic
             let dest = PathBuf::from(&m.dir);
             let hosted = core.replicas.read().get(&tp).cloned();
             match hosted {
-                Some(r) => match start(core, &r, &dest) {
+                Some(r) => match start(core, &r, &dest, false) {
                     Ok(()) => result(m, ErrorCode::NONE, String::new()),
                     Err(e) => result(m, ErrorCode::KAFKA_STORAGE_ERROR, format!("{}: {e}", r.name())),
                 },

@@ -130,6 +130,7 @@ impl Broker {
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
             tokio::spawn(follow_config(self.core.clone(), client.clone())),
             tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
+            tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
         ];
         Ok(BrokerHandle {
@@ -360,18 +361,98 @@ async fn follow_config(core: Arc<BrokerCore>, client: Client) {
     }
 }
 
+/// Channels to the quorum nodes for the broker's requests to the controller (any node answers),
+/// moving on to the next node after a failure.
+#[derive(Clone)]
+struct ControllerChannels {
+    channels: Arc<Vec<tonic::transport::Channel>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl ControllerChannels {
+    fn new(quorum: &[String]) -> Option<Self> {
+        let channels: Vec<_> = quorum
+            .iter()
+            .filter_map(|q| metastore::peers::channel(q).ok())
+            .collect();
+        (!channels.is_empty()).then(|| Self {
+            channels: Arc::new(channels),
+            next: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    fn admin(&self) -> AdminClient<tonic::transport::Channel> {
+        AdminClient::new(self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone())
+    }
+
+    fn failed(&self) {
+        self.next.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Twice a second, replicas whose reassignment names a log dir are moved there, and those that
+/// are there are reported to the controller (see `named_dir`). A refused report waits a second.
+async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
+    let Some(controller) = ControllerChannels::new(&quorum) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut retry_after: std::collections::HashMap<crate::replica_manager::TopicPartition, tokio::time::Instant> =
+        Default::default();
+    loop {
+        tick.tick().await;
+        let core2 = core.clone();
+        // Starting a move opens files: off the async workers.
+        let reports = tokio::task::spawn_blocking(move || {
+            let replicas: Vec<_> = core2.replicas.read().values().cloned().collect();
+            replicas
+                .iter()
+                .filter_map(|r| crate::named_dir::step(&core2, r).map(|req| (r.clone(), req)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        retry_after.retain(|_, t| *t > now);
+        for (r, req) in reports {
+            let tp = (r.topic.clone(), r.partition);
+            if retry_after.contains_key(&tp) {
+                continue;
+            }
+            let mut admin = controller.admin();
+            let resp = tokio::time::timeout(Duration::from_secs(5), admin.assign_replica_dir(req)).await;
+            match resp {
+                Ok(Ok(resp)) => {
+                    let resp = resp.into_inner();
+                    if resp.error_code != 0 {
+                        tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "log dir report refused");
+                        retry_after.insert(tp, now + Duration::from_secs(1));
+                    }
+                    if let Some(state) = resp.state {
+                        r.apply_metadata(&state);
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(replica = %r.name(), error = %e, "log dir report failed");
+                    controller.failed();
+                    retry_after.insert(tp, now + Duration::from_secs(1));
+                }
+                Err(_) => {
+                    controller.failed();
+                    retry_after.insert(tp, now + Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
+
 /// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
 /// so, asks the controller; the answer (or the metadata watch) brings the new state.
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
-    let channels: Vec<_> = quorum
-        .iter()
-        .filter_map(|q| metastore::peers::channel(q).ok())
-        .collect();
-    if channels.is_empty() {
+    let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
         return;
-    }
-    let next_channel = Arc::new(AtomicUsize::new(0));
+    };
     let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
@@ -416,11 +497,10 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
             let Ok(permit) = in_flight.clone().acquire_owned().await else {
                 return;
             };
-            let channel = channels[next_channel.load(Ordering::Relaxed) % channels.len()].clone();
-            let next_channel = next_channel.clone();
+            let controller = controller.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                let mut admin = AdminClient::new(channel);
+                let mut admin = controller.admin();
                 let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
                 let state = match resp {
                     Ok(Ok(resp)) => {
@@ -432,11 +512,11 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "ISR change failed");
-                        next_channel.fetch_add(1, Ordering::Relaxed);
+                        controller.failed();
                         None
                     }
                     Err(_) => {
-                        next_channel.fetch_add(1, Ordering::Relaxed);
+                        controller.failed();
                         None
                     }
                 };

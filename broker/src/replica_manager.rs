@@ -19,6 +19,14 @@ use crate::replica::{Replica, ReplicaError, Role};
 /// Partition key.
 pub type TopicPartition = (String, u32);
 
+/// Where the partition's state would put a new replica of this broker.
+enum DirChoice {
+    /// The dir a running reassignment names for it.
+    Named(String),
+    /// The dir stored for it ("" for any).
+    Stored(String),
+}
+
 /// Settings of the broker's data plane.
 #[derive(Debug, Clone)]
 pub struct DataConfig {
@@ -262,10 +270,16 @@ impl BrokerCore {
         changed: Option<&BTreeSet<TopicPartition>>,
         spawn_fetcher: impl Fn(Arc<BrokerCore>, Arc<Replica>, i32, u32) -> JoinHandle<()>,
     ) {
-        let mut assigned: BTreeMap<TopicPartition, (proto::ferry::PartitionState, String)> = BTreeMap::new();
+        let mut assigned: BTreeMap<TopicPartition, (proto::ferry::PartitionState, DirChoice)> = BTreeMap::new();
+        // A new replica goes to the dir its reassignment names, else to one asked for by hand
+        // before it arrived, else where the partition's state last put it.
         let mine = |state: &proto::ferry::PartitionState| {
             let i = state.replicas.iter().position(|r| *r == self.id)?;
-            Some((state.clone(), state.log_dirs.get(i).cloned().unwrap_or_default()))
+            let dir = match crate::named_dir::pending_dir(self.id, state) {
+                Some(named) => DirChoice::Named(named.to_string()),
+                None => DirChoice::Stored(state.log_dirs.get(i).cloned().unwrap_or_default()),
+            };
+            Some((state.clone(), dir))
         };
         {
             let view = self.view.read();
@@ -328,7 +342,11 @@ impl BrokerCore {
         }
     }
 
-    fn ensure_replica(&self, tp: &TopicPartition, dir: &str) -> Result<Arc<Replica>, crate::partition_log::LogError> {
+    fn ensure_replica(
+        &self,
+        tp: &TopicPartition,
+        dir: &DirChoice,
+    ) -> Result<Arc<Replica>, crate::partition_log::LogError> {
         if let Some(r) = self.replicas.read().get(tp) {
             return Ok(r.clone());
         }
@@ -338,9 +356,10 @@ impl BrokerCore {
                 replica_folder(&tp.0, tp.1)
             )));
         }
-        let dir = match self.moves.take_wanted(tp) {
-            Some(wanted) => wanted.to_string_lossy().into_owned(),
-            None => dir.to_string(),
+        let dir = match (dir, self.moves.take_wanted(tp)) {
+            (DirChoice::Named(d), _) => d.clone(),
+            (_, Some(wanted)) => wanted.to_string_lossy().into_owned(),
+            (DirChoice::Stored(d), None) => d.clone(),
         };
         let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
         let log = PartitionLog::open(&path, self.config.log.clone())?;

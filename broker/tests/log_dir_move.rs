@@ -97,7 +97,7 @@ async fn a_move_under_appends_keeps_every_record() {
     let mut n = preload(&dirs[0], 50) as usize;
     let core = Arc::new(BrokerCore::open(1, dirs.clone(), config()).unwrap());
     let r = core.replica("t", 0).unwrap();
-    log_dir_move::start(&core, &r, &dirs[1]).unwrap();
+    log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     // Appends go on while the copy runs, through the replica's (swappable) log.
     while core.moves.is_moving(&("t".to_string(), 0)) || r.future.lock().is_some() {
         let recs: Vec<Vec<u8>> = (n..n + 10).map(record).collect();
@@ -136,7 +136,7 @@ async fn a_throttled_move_keeps_its_rate() {
         .insert(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string());
     let r = core.replica("t", 0).unwrap();
     let started = Instant::now();
-    log_dir_move::start(&core, &r, &dirs[1]).unwrap();
+    log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     wait_moved(&core, Duration::from_secs(60)).await;
     let took = started.elapsed().as_secs_f64();
     let achieved = size as f64 / took;
@@ -158,7 +158,7 @@ async fn the_throttle_can_change_while_a_move_runs() {
     let key = proto::topic_config::ALTER_LOG_DIRS_RATE.to_string();
     core.dynamic_config.write().insert(key.clone(), "100000".into());
     let r = core.replica("t", 0).unwrap();
-    log_dir_move::start(&core, &r, &dirs[1]).unwrap();
+    log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(r.future.lock().is_some(), "at 100 kB/s the move cannot be done yet");
     core.dynamic_config.write().remove(&key);
@@ -238,7 +238,7 @@ async fn a_truncation_during_a_move_reaches_the_future_log() {
         .write()
         .insert(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), "1000000".into());
     let r = core.replica("t", 0).unwrap();
-    log_dir_move::start(&core, &r, &dirs[1]).unwrap();
+    log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     // A new leader's log diverges: truncate, then write different records at the same offsets.
     let cut = n / 4;

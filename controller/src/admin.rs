@@ -78,6 +78,26 @@ pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::Client
     Ok(view)
 }
 
+/// Reads one partition and the broker registrations: the view an ISR change or a dir report
+/// needs, small enough to read for each of them.
+pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result<ClusterView, metastore::ClientError> {
+    let key = keys::partition(topic, p);
+    let mut view = ClusterView::default();
+    if let Some(kv) = client.get(&key).await? {
+        view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    let brokers = client
+        .range_req(pb::RangeRequest {
+            prefix: keys::BROKER_IDS.into(),
+            ..Default::default()
+        })
+        .await?;
+    for kv in &brokers.kvs {
+        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    Ok(view)
+}
+
 /// A put of a protobuf value.
 pub fn put_op(key: String, value: &impl Message) -> pb::Op {
     pb::Op {
@@ -550,22 +570,9 @@ impl Admin for AdminService {
     ) -> Result<Response<AlterPartitionResponse>, Status> {
         let req = req.into_inner();
         let key = keys::partition(&req.topic, req.partition);
-        // Only this partition and the broker registrations: this runs for every ISR change.
-        let mut view = ClusterView::default();
-        if let Some(kv) = self.client.get(&key).await.map_err(status)? {
-            view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
-        }
-        let brokers = self
-            .client
-            .range_req(pb::RangeRequest {
-                prefix: keys::BROKER_IDS.into(),
-                ..Default::default()
-            })
+        let view = load_partition_view(&self.client, &req.topic, req.partition)
             .await
             .map_err(status)?;
-        for kv in &brokers.kvs {
-            view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
-        }
         let Some(entry) = view.partition(&req.topic, req.partition) else {
             return Ok(Response::new(AlterPartitionResponse {
                 error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
@@ -639,6 +646,16 @@ impl Admin for AdminService {
                 state: None,
             }))
         }
+    }
+
+    async fn assign_replica_dir(
+        &self,
+        req: Request<AssignReplicaDirRequest>,
+    ) -> Result<Response<AssignReplicaDirResponse>, Status> {
+        let r = reassign_admin::assign_replica_dir(&self.client, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn alter_partition_reassignments(

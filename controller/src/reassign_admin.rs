@@ -153,10 +153,13 @@ fn plan_alter(
                     }
                     reassignment::validate_target(&target.brokers, &live)
                         .map_err(|e| (ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("{topic}-{p}: {e}")))?;
+                    reassignment::validate_dirs(&target.brokers, &t.log_dirs, &view.brokers)
+                        .map_err(|(code, e)| (code, format!("{topic}-{p}: {e}")))?;
                     let sub = reassignment::submit(
                         &entry.state,
                         existing.map(|(r, _)| r),
                         &target.brokers,
+                        &t.log_dirs,
                         throttle,
                         now,
                         &live,
@@ -284,6 +287,8 @@ pub async fn list(
                 target: r.target,
                 throttle_rate: r.throttle_rate,
                 progress: vec![],
+                target_log_dirs: r.target_log_dirs,
+                dir_pending: state.dir_pending,
             }
         })
         .collect();
@@ -355,6 +360,76 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
 pub async fn remove_cancel(client: &Client) -> Result<RemoveCancelResponse, metastore::ClientError> {
     let deleted = client.delete(keys::REASSIGN_CANCEL).await?;
     Ok(RemoveCancelResponse { removed: deleted > 0 })
+}
+
+/// AssignReplicaDir: a broker's replica is in the log dir its reassignment named, which may
+/// complete the reassignment in the same transaction. A report that changes nothing (a repeat,
+/// or a dir no longer named) answers the current state.
+pub async fn assign_replica_dir(
+    client: &Client,
+    req: AssignReplicaDirRequest,
+) -> Result<AssignReplicaDirResponse, metastore::ClientError> {
+    let name = format!("{}-{}", req.topic, req.partition);
+    for _ in 0..ATTEMPTS {
+        let view = crate::admin::load_partition_view(client, &req.topic, req.partition).await?;
+        let Some(entry) = view.partition(&req.topic, req.partition) else {
+            return Ok(AssignReplicaDirResponse {
+                error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                error_message: format!("partition {name} does not exist"),
+                state: None,
+            });
+        };
+        let Some(next) = reassignment::dir_reached(&entry.state, req.broker, &req.log_dir, &view.live_brokers()) else {
+            return Ok(AssignReplicaDirResponse {
+                state: Some(entry.state.clone()),
+                ..Default::default()
+            });
+        };
+        if client.get(keys::REASSIGN_CANCEL).await?.is_some() {
+            return Ok(AssignReplicaDirResponse {
+                error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
+                error_message: format!("{name}: a cancel-all is rolling back its reassignment"),
+                state: Some(entry.state.clone()),
+            });
+        }
+        let rkey = keys::reassignment(&req.topic, req.partition);
+        let rrev = client.get(&rkey).await?.map_or(0, |kv| kv.mod_revision);
+        let completes = !reassignment::is_moving(&next);
+        if completes {
+            tracing::info!(partition = name, replicas = ?next.replicas, "reassignment completed");
+        }
+        // Completion deletes the record; otherwise it stays as it is.
+        let c = match completes {
+            true => change(&req.topic, req.partition, (entry.mod_revision, rrev), &next, None),
+            false => {
+                let pkey = keys::partition(&req.topic, req.partition);
+                Change {
+                    guards: vec![at_revision(pkey.clone(), entry.mod_revision)],
+                    ops: vec![put_op(pkey, &next)],
+                }
+            }
+        };
+        let state = next;
+        let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
+        let (guards, ops) = merge(vec![c], vec![marker_guard]);
+        if write(client, guards, ops).await? {
+            tracing::info!(
+                partition = name,
+                broker = req.broker,
+                dir = req.log_dir,
+                "replica reached its named log dir"
+            );
+            return Ok(AssignReplicaDirResponse {
+                state: Some(state),
+                ..Default::default()
+            });
+        }
+    }
+    Ok(AssignReplicaDirResponse {
+        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
+        error_message: format!("{name}: the partition kept changing; retry"),
+        state: None,
+    })
 }
 
 /// Completion as the ISR-change path and the active controller apply it: the partition's

@@ -1,6 +1,7 @@
 //! How far each adding replica of a running reassignment has come: the brokers' log dir reports
 //! give each replica's log size; the leader's size minus the adding replica's is what is left,
-//! and the change since this node's previous report gives the rate and the ETA.
+//! and the change since this node's previous report gives the rate and the ETA. A replica moving
+//! to the log dir its reassignment names reports its future log's size and what is left.
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -10,8 +11,17 @@ use proto::cluster_view::ClusterView;
 use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::{DescribeLogDirsRequest, OngoingReassignment, ReplicaProgress};
 
-/// Size of each replica's current log: (topic, partition, broker) to bytes.
-pub type ReplicaSizes = HashMap<(String, u32, i32), u64>;
+/// A replica: (topic, partition, broker).
+pub type ReplicaKey = (String, u32, i32);
+
+/// What the brokers report of the moving replicas.
+#[derive(Debug, Default, Clone)]
+pub struct ReplicaSizes {
+    /// Each replica's current log size in bytes.
+    pub current: HashMap<ReplicaKey, u64>,
+    /// Each future log (a move between log dirs): bytes in it and bytes left to copy.
+    pub future: HashMap<ReplicaKey, (u64, u64)>,
+}
 
 /// One earlier observation of a replica's copied bytes.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +56,7 @@ pub fn replica_progress(
         bytes_copied: copied,
         rate_bytes_per_sec: rate,
         eta_ms: eta_ms(left, rate),
+        log_dir: String::new(),
     }
 }
 
@@ -83,12 +94,27 @@ impl ProgressSamples {
             let Some(leader) = leaders.get(&(e.topic.clone(), e.partition)) else {
                 continue;
             };
-            let leader_size = sizes.get(&(e.topic.clone(), e.partition, *leader)).copied();
+            let leader_size = sizes.current.get(&(e.topic.clone(), e.partition, *leader)).copied();
             for b in &e.adding {
                 let key = (e.topic.clone(), e.partition, *b);
-                let copied = sizes.get(&key).copied().unwrap_or(0);
+                let copied = sizes.current.get(&key).copied().unwrap_or(0);
                 let p = replica_progress(*b, leader_size.unwrap_or(copied), copied, last.get(&key).copied(), now);
                 e.progress.push(p);
+                next.insert(key, Sample { at: now, copied });
+            }
+            for b in e.dir_pending.iter().filter(|b| !e.adding.contains(b)) {
+                let key = (e.topic.clone(), e.partition, *b);
+                let Some((copied, left)) = sizes.future.get(&key).copied() else {
+                    continue; // not started yet, or already swapped in
+                };
+                let dir = e
+                    .target
+                    .iter()
+                    .position(|t| t == b)
+                    .and_then(|i| e.target_log_dirs.get(i).cloned())
+                    .unwrap_or_default();
+                let p = replica_progress(*b, copied + left, copied, last.get(&key).copied(), now);
+                e.progress.push(ReplicaProgress { log_dir: dir, ..p });
                 next.insert(key, Sample { at: now, copied });
             }
         }
@@ -121,11 +147,16 @@ pub async fn replica_sizes(
             Some((b, r.into_inner()))
         })
     });
-    let mut sizes = ReplicaSizes::new();
+    let mut sizes = ReplicaSizes::default();
     for (b, r) in futures::future::join_all(calls).await.into_iter().flatten() {
         for d in r.dirs {
-            for rep in d.replicas.into_iter().filter(|r| !r.is_future) {
-                sizes.insert((rep.topic, rep.partition, b), rep.size);
+            for rep in d.replicas {
+                let key = (rep.topic, rep.partition, b);
+                if rep.is_future {
+                    sizes.future.insert(key, (rep.size, rep.remaining_bytes));
+                } else {
+                    sizes.current.insert(key, rep.size);
+                }
             }
         }
     }
@@ -189,16 +220,45 @@ mod tests {
             ..Default::default()
         };
         let leaders = HashMap::from([(("t".to_string(), 0), 1)]);
-        let mut sizes = ReplicaSizes::from([(("t".to_string(), 0, 1), 1000), (("t".to_string(), 0, 4), 100)]);
+        let mut sizes = ReplicaSizes {
+            current: HashMap::from([(("t".to_string(), 0, 1), 1000), (("t".to_string(), 0, 4), 100)]),
+            ..Default::default()
+        };
         let mut e = vec![entry.clone()];
         s.fill(&mut e, &leaders, &sizes);
         assert_eq!(e[0].progress[0].rate_bytes_per_sec, 0);
         std::thread::sleep(Duration::from_millis(250));
-        sizes.insert(("t".to_string(), 0, 4), 600);
+        sizes.current.insert(("t".to_string(), 0, 4), 600);
         let mut e = vec![entry];
         s.fill(&mut e, &leaders, &sizes);
         assert!(e[0].progress[0].rate_bytes_per_sec > 0);
         assert!(e[0].progress[0].eta_ms > 0);
         assert_eq!(totals(&e).1, 400);
+    }
+
+    #[test]
+    fn a_move_to_a_named_dir_reports_its_future_log() {
+        let s = ProgressSamples::default();
+        let entry = OngoingReassignment {
+            topic: "t".into(),
+            partition: 0,
+            replicas: vec![1, 4],
+            target: vec![1, 4],
+            target_log_dirs: vec![String::new(), "/b".into()],
+            dir_pending: vec![4],
+            ..Default::default()
+        };
+        let leaders = HashMap::from([(("t".to_string(), 0), 1)]);
+        let sizes = ReplicaSizes {
+            current: HashMap::from([(("t".to_string(), 0, 1), 1000), (("t".to_string(), 0, 4), 1000)]),
+            future: HashMap::from([(("t".to_string(), 0, 4), (300, 700))]),
+        };
+        let mut e = vec![entry];
+        s.fill(&mut e, &leaders, &sizes);
+        let p = &e[0].progress[0];
+        assert_eq!(
+            (p.broker, p.bytes_copied, p.bytes_left, p.log_dir.as_str()),
+            (4, 300, 700, "/b")
+        );
     }
 }

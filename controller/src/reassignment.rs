@@ -5,10 +5,10 @@
 //! removing = ORS − TRS. While a partition moves, TRS is RS without `removing`, so completion can
 //! be decided from the partition state alone.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proto::errors::ErrorCode;
-use proto::ferry::{PartitionState, ReassignmentRecord};
+use proto::ferry::{BrokerRegistration, PartitionState, ReassignmentRecord};
 
 use crate::partition_change::{bump_epochs, NotElected, NO_LEADER};
 
@@ -24,9 +24,10 @@ pub fn replica_sets(current: &[i32], original: &[i32], target: &[i32]) -> (Vec<i
     (replicas, adding, removing)
 }
 
-/// Whether a reassignment is under way.
+/// Whether a reassignment is under way: replicas to add or remove, or named log dirs not
+/// reached yet.
 pub fn is_moving(state: &PartitionState) -> bool {
-    !state.adding.is_empty() || !state.removing.is_empty()
+    !state.adding.is_empty() || !state.removing.is_empty() || !state.dir_pending.is_empty()
 }
 
 /// The target replicas of a moving partition (its replicas when it is not moving).
@@ -51,6 +52,66 @@ pub fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(),
         }
         if !registered.contains(b) {
             return Err(format!("broker {b} is not registered"));
+        }
+    }
+    Ok(())
+}
+
+/// The log dir named for each target replica, "" for any: `dirs` is empty (no dir named) or
+/// one entry per replica, where "any" also means any.
+pub fn named_dirs(target: &[i32], dirs: &[String]) -> Vec<String> {
+    (0..target.len())
+        .map(|i| dirs.get(i).filter(|d| d.as_str() != "any").cloned().unwrap_or_default())
+        .collect()
+}
+
+/// Checks the log dirs named for a target against the brokers' registrations: one per replica,
+/// each "any" or an absolute path that is an online log dir of its broker.
+pub fn validate_dirs(
+    target: &[i32],
+    dirs: &[String],
+    brokers: &BTreeMap<i32, BrokerRegistration>,
+) -> Result<(), (ErrorCode, String)> {
+    if dirs.is_empty() {
+        return Ok(());
+    }
+    if dirs.len() != target.len() {
+        return Err((
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "{} log_dirs for {} replicas; give one per replica",
+                dirs.len(),
+                target.len()
+            ),
+        ));
+    }
+    for (b, d) in target.iter().zip(named_dirs(target, dirs)) {
+        if d.is_empty() {
+            continue;
+        }
+        if !std::path::Path::new(&d).is_absolute() {
+            return Err((
+                ErrorCode::LOG_DIR_NOT_FOUND,
+                format!("log dir '{d}' for broker {b} is neither \"any\" nor an absolute path"),
+            ));
+        }
+        let Some(reg) = brokers.get(b) else {
+            continue; // validate_target names the unregistered broker
+        };
+        if !reg.log_dirs.contains(&d) {
+            return Err((
+                ErrorCode::LOG_DIR_NOT_FOUND,
+                format!(
+                    "broker {b} has no log dir '{d}' (its dirs: {})",
+                    reg.log_dirs.join(", ")
+                ),
+            ));
+        }
+        if reg.offline_log_dirs.contains(&d) {
+            return Err((
+                ErrorCode::KAFKA_STORAGE_ERROR,
+                format!("log dir '{d}' of broker {b} is offline"),
+            ));
         }
     }
     Ok(())
@@ -95,11 +156,13 @@ pub struct Submitted {
 
 /// Starts a reassignment to `target`, or supersedes the running one. A superseding request keeps
 /// the first request's original replicas, so a later cancel restores them. Replicas added by the
-/// superseded request and not wanted any more are removed when the new target completes.
+/// superseded request and not wanted any more are removed when the new target completes. A
+/// replica given a log dir in `target_dirs` (see [`named_dirs`]) must also report being there.
 pub fn submit(
     state: &PartitionState,
     existing: Option<&ReassignmentRecord>,
     target: &[i32],
+    target_dirs: &[String],
     throttle_rate: u64,
     now_ms: u64,
     live: &BTreeSet<i32>,
@@ -113,19 +176,38 @@ pub fn submit(
             .filter(|r| !state.adding.contains(r))
             .collect(),
     };
+    let original_log_dirs = match existing {
+        Some(r) => r.original_log_dirs.clone(),
+        None => log_dirs_for(state, &original),
+    };
+    let named = named_dirs(target, target_dirs);
     let (replicas, adding, removing) = replica_sets(&state.replicas, &original, target);
+    let mut log_dirs = log_dirs_for(state, &replicas);
+    // The target comes first in `replicas`, so index i is target[i].
+    for (slot, d) in log_dirs.iter_mut().zip(&named) {
+        if !d.is_empty() {
+            *slot = d.clone();
+        }
+    }
+    let dir_pending: Vec<i32> = target
+        .iter()
+        .zip(&named)
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(r, _)| *r)
+        .collect();
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| replicas.contains(r)).collect();
     let leader = leader_within(state.leader, &replicas, &isr, live);
     let next = bump_epochs(
         state,
         PartitionState {
-            log_dirs: log_dirs_for(state, &replicas),
+            log_dirs,
             replicas,
             adding,
             removing,
             leader,
             isr,
             throttle_rate,
+            dir_pending,
             ..state.clone()
         },
     );
@@ -134,6 +216,8 @@ pub fn submit(
         target: target.to_vec(),
         throttle_rate,
         submitted_ms: existing.map_or(now_ms, |r| r.submitted_ms),
+        target_log_dirs: named,
+        original_log_dirs,
     };
     match complete(&next, live) {
         Some(done) => Submitted {
@@ -154,11 +238,19 @@ pub fn submit(
     }
 }
 
-/// Completes a moving partition whose every target replica is in sync: RS := TRS, the removed
-/// replicas leave the ISR, and the leader moves into the target if it is outside. `None` when
-/// the partition is not moving or not ready.
+/// Completes a moving partition whose every target replica is in sync and in its named log
+/// dir: RS := TRS, the removed replicas leave the ISR, and the leader moves into the target if
+/// it is outside. `None` when the partition is not moving or not ready.
 pub fn complete(state: &PartitionState, live: &BTreeSet<i32>) -> Option<PartitionState> {
     if !is_moving(state) {
+        return None;
+    }
+    settle_if_ready(state, live)
+}
+
+/// The completed state when every target replica is in sync and no named dir is pending.
+fn settle_if_ready(state: &PartitionState, live: &BTreeSet<i32>) -> Option<PartitionState> {
+    if !state.dir_pending.is_empty() {
         return None;
     }
     let target = target_of(state);
@@ -168,7 +260,27 @@ pub fn complete(state: &PartitionState, live: &BTreeSet<i32>) -> Option<Partitio
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| target.contains(r)).collect();
     // NO_LEADER when no target replica is live: the controller elects one when it returns.
     let leader = leader_within(state.leader, &target, &isr, live);
-    Some(settled(state, target, isr, leader))
+    let log_dirs = log_dirs_for(state, &target);
+    Some(settled(state, target, log_dirs, isr, leader))
+}
+
+/// A broker reports its replica is in `dir`: it leaves `dir_pending` when that is the dir named
+/// for it, and the reassignment completes if nothing else holds it (the result is then not
+/// [`is_moving`]). `None` when the report changes nothing (not pending, or another dir is named
+/// now).
+pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeSet<i32>) -> Option<PartitionState> {
+    if !state.dir_pending.contains(&broker) {
+        return None;
+    }
+    let i = state.replicas.iter().position(|r| *r == broker)?;
+    if state.log_dirs.get(i).map(String::as_str) != Some(dir) {
+        return None;
+    }
+    let next = PartitionState {
+        dir_pending: state.dir_pending.iter().copied().filter(|r| *r != broker).collect(),
+        ..state.clone()
+    };
+    Some(settle_if_ready(&next, live).unwrap_or_else(|| bump_epochs(state, next)))
 }
 
 /// Rolls a reassignment back: RS := the original replicas in their original order, the adding
@@ -197,22 +309,35 @@ pub fn cancel(
         }
     }
     let leader = leader_within(state.leader, &original, &isr, live);
-    Ok(settled(state, original, isr, leader))
+    // Records from before log dirs were stored hold none: keep the current ones then.
+    let log_dirs = if record.original_log_dirs.len() == original.len() {
+        record.original_log_dirs.clone()
+    } else {
+        log_dirs_for(state, &original)
+    };
+    Ok(settled(state, original, log_dirs, isr, leader))
 }
 
 /// The quiet state a move ends in (completed or cancelled): no adding or removing replicas, no
-/// owned throttle.
-fn settled(state: &PartitionState, replicas: Vec<i32>, isr: Vec<i32>, leader: i32) -> PartitionState {
+/// named dir pending, no owned throttle.
+fn settled(
+    state: &PartitionState,
+    replicas: Vec<i32>,
+    log_dirs: Vec<String>,
+    isr: Vec<i32>,
+    leader: i32,
+) -> PartitionState {
     bump_epochs(
         state,
         PartitionState {
-            log_dirs: log_dirs_for(state, &replicas),
+            log_dirs,
             replicas,
             adding: vec![],
             removing: vec![],
             leader,
             isr,
             throttle_rate: 0,
+            dir_pending: vec![],
             ..state.clone()
         },
     )
@@ -251,7 +376,7 @@ mod tests {
     fn submit_then_complete_moves_leader_into_target() {
         let all = live(&[1, 2, 3, 4, 5]);
         let s = st(&[1, 2, 3], 1, &[1, 2, 3]);
-        let sub = submit(&s, None, &[3, 4, 5], 0, 7, &all);
+        let sub = submit(&s, None, &[3, 4, 5], &[], 0, 7, &all);
         let r = sub.record.clone().unwrap();
         assert_eq!(r.original, vec![1, 2, 3]);
         assert_eq!(sub.state.replicas, vec![3, 4, 5, 1, 2]);
@@ -273,9 +398,9 @@ mod tests {
     fn supersede_keeps_first_original_and_cancel_restores_its_order() {
         let all = live(&[1, 2, 3, 4, 5]);
         let s = st(&[3, 1, 2], 3, &[3, 1, 2]);
-        let first = submit(&s, None, &[1, 2, 4], 0, 1, &all);
+        let first = submit(&s, None, &[1, 2, 4], &[], 0, 1, &all);
         let rec = first.record.clone().unwrap();
-        let second = submit(&first.state, Some(&rec), &[1, 2, 5], 0, 2, &all);
+        let second = submit(&first.state, Some(&rec), &[1, 2, 5], &[], 0, 2, &all);
         let rec2 = second.record.clone().unwrap();
         assert_eq!(rec2.original, vec![3, 1, 2]);
         assert!(
@@ -317,12 +442,88 @@ mod tests {
     fn shrinking_replication_factor_completes_at_once() {
         let all = live(&[1, 2, 3]);
         let s = st(&[1, 2, 3], 2, &[1, 2, 3]);
-        let sub = submit(&s, None, &[1, 2], 0, 0, &all);
+        let sub = submit(&s, None, &[1, 2], &[], 0, 0, &all);
         assert!(sub.record.is_none());
         assert_eq!(
             (sub.state.replicas.clone(), sub.state.isr.clone()),
             (vec![1, 2], vec![1, 2])
         );
+    }
+
+    fn dirs(d: &[&str]) -> Vec<String> {
+        d.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_named_dir_holds_completion_until_reported_and_cancel_restores_dirs() {
+        let all = live(&[1, 2, 3]);
+        let s = PartitionState {
+            log_dirs: dirs(&["/a1", ""]),
+            ..st(&[1, 2], 1, &[1, 2])
+        };
+        // Same replicas, one moved to another dir: an intra-broker move is a reassignment too.
+        let sub = submit(&s, None, &[1, 2], &dirs(&["/b1", "any"]), 0, 0, &all);
+        let rec = sub.record.clone().expect("a named dir keeps the reassignment open");
+        assert_eq!(sub.state.dir_pending, vec![1]);
+        assert_eq!(sub.state.log_dirs, dirs(&["/b1", ""]));
+        assert_eq!(rec.target_log_dirs, dirs(&["/b1", ""]));
+        assert_eq!(rec.original_log_dirs, dirs(&["/a1", ""]));
+        assert!(complete(&sub.state, &all).is_none(), "in sync but not in its dir yet");
+        assert!(dir_reached(&sub.state, 1, "/a1", &all).is_none(), "not the named dir");
+        assert!(
+            dir_reached(&sub.state, 2, "/b1", &all).is_none(),
+            "broker 2 has no dir named"
+        );
+        let done = dir_reached(&sub.state, 1, "/b1", &all).unwrap();
+        assert!(!is_moving(&done), "the last named dir reached completes the move");
+        assert!(done.partition_epoch > sub.state.partition_epoch);
+        assert_eq!(
+            (done.replicas.clone(), done.log_dirs.clone()),
+            (vec![1, 2], dirs(&["/b1", ""]))
+        );
+        let back = cancel(&sub.state, &rec, &all, false).unwrap();
+        assert_eq!(back.log_dirs, dirs(&["/a1", ""]));
+        assert!(back.dir_pending.is_empty());
+        // A new replica with a named dir waits for both the ISR and the dir.
+        let grow = submit(&s, None, &[1, 2, 3], &dirs(&["any", "any", "/c2"]), 0, 0, &all);
+        let synced = PartitionState {
+            isr: vec![1, 2, 3],
+            ..grow.state.clone()
+        };
+        assert!(complete(&synced, &all).is_none());
+        let waiting = dir_reached(&grow.state, 3, "/c2", &all).unwrap();
+        assert!(
+            waiting.dir_pending.is_empty() && is_moving(&waiting),
+            "still waits for the ISR"
+        );
+        assert!(!is_moving(&dir_reached(&synced, 3, "/c2", &all).unwrap()));
+    }
+
+    #[test]
+    fn named_dirs_are_checked_against_registrations() {
+        let reg = |d: &[&str], off: &[&str]| BrokerRegistration {
+            log_dirs: dirs(d),
+            offline_log_dirs: dirs(off),
+            ..Default::default()
+        };
+        let brokers: BTreeMap<i32, BrokerRegistration> =
+            [(1, reg(&["/a1", "/b1"], &["/b1"])), (2, reg(&["/a2"], &[]))].into();
+        let check = |t: &[i32], d: &[&str]| validate_dirs(t, &dirs(d), &brokers);
+        assert!(check(&[1, 2], &[]).is_ok());
+        assert!(check(&[1, 2], &["/a1", "any"]).is_ok());
+        let (code, msg) = check(&[1, 2], &["/a1"]).unwrap_err();
+        assert_eq!(
+            (code, msg.contains("1 log_dirs for 2 replicas")),
+            (ErrorCode::INVALID_REQUEST, true)
+        );
+        let (code, msg) = check(&[1], &["a1"]).unwrap_err();
+        assert_eq!((code, msg.contains("absolute")), (ErrorCode::LOG_DIR_NOT_FOUND, true));
+        let (code, msg) = check(&[2], &["/a1"]).unwrap_err();
+        assert_eq!(
+            (code, msg.contains("broker 2 has no log dir '/a1'")),
+            (ErrorCode::LOG_DIR_NOT_FOUND, true)
+        );
+        assert_eq!(check(&[1], &["/b1"]).unwrap_err().0, ErrorCode::KAFKA_STORAGE_ERROR);
     }
 
     #[test]

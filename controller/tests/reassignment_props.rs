@@ -1,5 +1,6 @@
 //! Property tests of the reassignment core over random histories of submit, supersede, cancel,
-//! cancel-all, ISR changes, broker deaths and controller restarts, on one partition.
+//! cancel-all, ISR changes, named log dirs reached, broker deaths and controller restarts, on one
+//! partition.
 
 use std::collections::BTreeSet;
 
@@ -12,7 +13,8 @@ const BROKERS: i32 = 6;
 
 #[derive(Debug, Clone)]
 enum Step {
-    Submit(Vec<i32>),
+    /// A target, and for each replica maybe a named log dir (which of two dirs).
+    Submit(Vec<i32>, Vec<Option<u8>>),
     Cancel,
     CancelAll,
     /// A replica catches up and the leader adds it to the ISR.
@@ -21,6 +23,8 @@ enum Step {
     Leave(i32),
     Die(i32),
     Return(i32),
+    /// A broker reports its replica is in its named dir (or, with `false`, in another one).
+    DirReached(i32, bool),
     /// A new controller looks at the stored state only.
     ControllerRestart,
 }
@@ -33,13 +37,15 @@ fn target() -> impl Strategy<Value = Vec<i32>> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        3 => target().prop_map(Step::Submit),
+        3 => (target(), proptest::collection::vec(proptest::option::of(0u8..2), 4))
+            .prop_map(|(t, d)| Step::Submit(t, d)),
         1 => Just(Step::Cancel),
         1 => Just(Step::CancelAll),
         4 => (1..=BROKERS).prop_map(Step::Join),
         1 => (1..=BROKERS).prop_map(Step::Leave),
         1 => (1..=BROKERS).prop_map(Step::Die),
         2 => (1..=BROKERS).prop_map(Step::Return),
+        2 => ((1..=BROKERS), proptest::bool::weighted(0.8)).prop_map(|(b, ok)| Step::DirReached(b, ok)),
         1 => Just(Step::ControllerRestart),
     ]
 }
@@ -70,8 +76,30 @@ fn check(w: &World, what: &str) {
         "{what}: record and state disagree: {s:?} {:?}",
         w.record
     );
+    if w.record.is_none() {
+        assert!(
+            s.dir_pending.is_empty(),
+            "{what}: a quiet partition waits for a dir: {s:?}"
+        );
+    }
+    assert_eq!(
+        s.log_dirs.len(),
+        s.replicas.len(),
+        "{what}: one log dir per replica: {s:?}"
+    );
     if let Some(r) = &w.record {
         assert_eq!(target_of(s), r.target, "{what}: RS does not end in the target");
+        for b in &s.dir_pending {
+            let i = r
+                .target
+                .iter()
+                .position(|t| t == b)
+                .expect("a pending replica is a target");
+            assert!(
+                !r.target_log_dirs[i].is_empty(),
+                "{what}: replica {b} pending for no dir"
+            );
+        }
         for o in &r.original {
             assert!(s.replicas.contains(o), "{what}: original replica {o} left while moving");
         }
@@ -91,6 +119,18 @@ fn check(w: &World, what: &str) {
 
 fn settle(w: &mut World) {
     if let Some(done) = reassignment::complete(&w.state, &w.live) {
+        assert!(
+            w.state.dir_pending.is_empty(),
+            "completed before every named dir was reached"
+        );
+        if let Some(r) = &w.record {
+            for (b, d) in r.target.iter().zip(&r.target_log_dirs) {
+                let i = done.replicas.iter().position(|x| x == b).expect("target replica kept");
+                if !d.is_empty() {
+                    assert_eq!(&done.log_dirs[i], d, "replica {b} completed outside its named dir");
+                }
+            }
+        }
         w.state = done;
         w.record = None;
     }
@@ -115,9 +155,14 @@ proptest! {
         for (i, s) in steps.iter().enumerate() {
             let what = format!("step {i} {s:?}");
             match s {
-                Step::Submit(t) => {
+                Step::Submit(t, d) => {
                     let before_original = w.record.as_ref().map(|r| r.original.clone());
-                    let sub = reassignment::submit(&w.state, w.record.as_ref(), t, 5_000_000, 0, &w.live);
+                    let dirs: Vec<String> = t
+                        .iter()
+                        .zip(d)
+                        .map(|(b, k)| k.map_or("any".to_string(), |k| format!("/d{b}-{k}")))
+                        .collect();
+                    let sub = reassignment::submit(&w.state, w.record.as_ref(), t, &dirs, 5_000_000, 0, &w.live);
                     if let (Some(o), Some(r)) = (&before_original, &sub.record) {
                         prop_assert_eq!(o, &r.original, "a superseding request must keep the first original");
                     }
@@ -133,6 +178,7 @@ proptest! {
                         match reassignment::cancel(&w.state, &r, &w.live, unclean) {
                             Ok(s) => {
                                 prop_assert_eq!(&s.replicas, &r.original, "cancel restores the original order");
+                                prop_assert_eq!(&s.log_dirs, &r.original_log_dirs, "cancel restores the original dirs");
                                 prop_assert!(!s.isr.is_empty());
                                 w.state = s;
                                 w.record = None;
@@ -177,6 +223,22 @@ proptest! {
                         w.state = n;
                     }
                     settle(&mut w);
+                }
+                Step::DirReached(b, named) => {
+                    let i = w.state.replicas.iter().position(|x| x == b);
+                    let dir = match (i, named) {
+                        (Some(i), true) => w.state.log_dirs[i].clone(),
+                        _ => format!("/elsewhere-{b}"),
+                    };
+                    if let Some(n) = reassignment::dir_reached(&w.state, *b, &dir, &w.live) {
+                        prop_assert!(*named && !n.dir_pending.contains(b));
+                        // Completion rides on the same change.
+                        if !is_moving(&n) {
+                            prop_assert_eq!(&n.isr.iter().copied().collect::<BTreeSet<_>>(), &n.replicas.iter().copied().collect::<BTreeSet<_>>());
+                            w.record = None;
+                        }
+                        w.state = n;
+                    }
                 }
                 Step::ControllerRestart => settle(&mut w),
             }

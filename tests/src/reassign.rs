@@ -22,6 +22,7 @@ pub async fn alter(
                 topic: t.to_string(),
                 partition: *p,
                 replicas: r.clone().map(|brokers| Replicas { brokers }),
+                log_dirs: vec![],
             })
             .collect(),
         throttle_rate: throttle,

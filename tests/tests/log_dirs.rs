@@ -306,13 +306,13 @@ async fn a_failed_dir_goes_offline_and_the_others_keep_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reassignment_files_place_replicas_in_named_dirs_and_bad_moves_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let f = start(dir.path());
+    let mut f = start(dir.path());
     let c = f.client.clone();
     create(&c, "r", vec![vec![1, 2]], &[]).await;
     create(&c, "s", vec![vec![4, 1]], &[]).await;
     wait_until(Duration::from_secs(30), "ISRs", || isr_is(&c, "s", 0, &[4, 1])).await;
     produce_n(&c, "r", 0, 10, 10, 100).await;
-    produce_n(&c, "s", 0, 10, 10, 100).await;
+    produce_n(&c, "s", 0, 40, 50, 1000).await; // about 2 MB, so that a throttled move lasts
     let d = describe(&c).await;
     let (sd, _) = placement(&d, "s", 0);
     let s_to = other_dir(&d, &sd.unwrap());
@@ -371,22 +371,103 @@ async fn reassignment_files_place_replicas_in_named_dirs_and_bad_moves_change_no
     )
     .unwrap();
     let file = file.to_string_lossy().into_owned();
-    let (code, out, err) = ferry(&f, &["reassign", "--execute", "--reassignment-json-file", &file]);
+
+    // Named dirs the brokers do not have, or given wrongly: refused with the partition named,
+    // and the metastore is unchanged.
+    let before = tests::reassign::snapshot(&f.meta).await;
+    for (dirs, code, why) in [
+        (
+            vec!["/no/such/dir", "any"],
+            57,
+            "s-0: broker 4 has no log dir '/no/such/dir'",
+        ),
+        (
+            vec!["relative", "any"],
+            57,
+            "s-0: log dir 'relative' for broker 4 is neither",
+        ),
+        (vec![s_to.as_str()], 42, "s-0: 1 log_dirs for 2 replicas"),
+    ] {
+        let req = AlterPartitionReassignmentsRequest {
+            partitions: vec![ReassignmentTarget {
+                topic: "s".into(),
+                partition: 0,
+                replicas: Some(Replicas { brokers: vec![4, 1] }),
+                log_dirs: dirs.iter().map(|d| d.to_string()).collect(),
+            }],
+            throttle_rate: None,
+            validate_only: false,
+        };
+        let r = c
+            .admin_call(|mut a| {
+                let req = req.clone();
+                async move { a.alter_partition_reassignments(req).await }
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.results[0].error_code, code, "{dirs:?}: {r:?}");
+        assert!(r.results[0].error_message.contains(why), "{dirs:?}: {r:?}");
+    }
+    assert_eq!(
+        tests::reassign::snapshot(&f.meta).await,
+        before,
+        "a refused request changed nothing"
+    );
+
+    // s's move is throttled so that it is seen pending, and broker 4 is killed in the middle of it.
+    let (code, out, err) = ferry(
+        &f,
+        &[
+            "reassign",
+            "--execute",
+            "--reassignment-json-file",
+            &file,
+            "--replica-alter-log-dirs-throttle",
+            "400000",
+        ],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("Successfully started log directory moves for: r-0-4,s-0-4"),
         "{out}"
     );
-    wait_until(Duration::from_secs(60), "both replicas in their named dirs", || async {
+    // The named dirs are stored with the target, and s (same replicas, another dir) is a running
+    // reassignment until its replica is there, even though its ISR is whole.
+    let l = tests::reassign::list(&c).await;
+    let s_move = l.reassignments.iter().find(|r| r.topic == "s").expect("s is moving");
+    assert_eq!(s_move.target_log_dirs, vec![s_to.clone(), String::new()]);
+    wait_until(Duration::from_secs(30), "s's future log to appear", || async {
+        placement(&describe(&c).await, "s", 0).1
+    })
+    .await;
+    let (_, out, _) = ferry(&f, &["reassign", "--verify", "--reassignment-json-file", &file]);
+    assert!(
+        out.contains("Reassignment of partition s-0 is still in progress."),
+        "{out}"
+    );
+    let st = partition_state(&c, "s", 0).await.unwrap();
+    assert_eq!(st.dir_pending, vec![4], "{st:?}");
+    let (code, out, err) = ferry(&f, &["reassign", "--progress"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("s-0: replica 4 to log dir {s_to}: ")), "{out}");
+    let four = f.nodes.get_mut(&4).unwrap();
+    four.kill();
+    four.spawn();
+    wait_until(Duration::from_secs(90), "both replicas in their named dirs", || async {
         let (_, out, _) = ferry(&f, &["reassign", "--verify", "--reassignment-json-file", &file]);
         out.contains("Reassignment of replica r-0-4 completed successfully.")
             && out.contains("Reassignment of replica s-0-4 completed successfully.")
             && out.contains("Reassignment of partition r-0 is completed.")
+            && out.contains("Reassignment of partition s-0 is completed.")
     })
     .await;
     let d = describe(&c).await;
     assert_eq!(placement(&d, "r", 0), (Some(r_to.clone()), false));
     assert_eq!(placement(&d, "s", 0), (Some(s_to.clone()), false));
+    assert_eq!(folders(dir.path(), "s", 0).len(), 1, "one folder for s-0");
+    let st = partition_state(&c, "s", 0).await.unwrap();
+    assert!(st.dir_pending.is_empty(), "{st:?}");
+    assert_eq!(st.log_dirs[0], s_to);
     assert_eq!(read_all(&c, "r", 0).await.len(), 100);
-    assert_eq!(read_all(&c, "s", 0).await.len(), 100);
+    assert_eq!(read_all(&c, "s", 0).await.len(), 2000);
 }

@@ -1,12 +1,11 @@
 //! `ferry reassign`: kafka-reassign-partitions.sh's actions, flags, files and messages over the
 //! `Admin` service. Throttles given here belong to the reassignment and go when it ends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::bail;
 use broker::ClusterClient;
 use clap::{ArgGroup, Args};
-use proto::errors::ErrorCode;
 use proto::ferry::*;
 use serde::{Deserialize, Serialize};
 
@@ -409,6 +408,8 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
             println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
             return Err(ExitCode(1).into());
         }
+        // The dir-move throttle goes on first, so that no move starts unthrottled.
+        set_dir_move_throttle(&c, &f, a.replica_alter_log_dirs_throttle).await?;
         let req = AlterPartitionReassignmentsRequest {
             partitions: f
                 .partitions
@@ -419,6 +420,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
                     replicas: Some(Replicas {
                         brokers: e.replicas.clone(),
                     }),
+                    log_dirs: e.log_dirs.clone().unwrap_or_default(),
                 })
                 .collect(),
             throttle_rate: a.throttle,
@@ -441,7 +443,18 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
             plural(names.len()),
             names.join(",")
         );
-        return start_dir_moves(&c, &f, a.replica_alter_log_dirs_throttle).await;
+        let moves: Vec<String> = named_dirs(&f)
+            .iter()
+            .map(|(b, topic, p, _)| format!("{topic}-{p}-{b}"))
+            .collect();
+        if !moves.is_empty() {
+            println!(
+                "Successfully started log directory move{} for: {}",
+                plural(moves.len()),
+                moves.join(",")
+            );
+        }
+        return Ok(());
     }
     let l = running(&c).await?;
     let moving: BTreeSet<(String, u32)> = l.reassignments.iter().map(|r| (r.topic.clone(), r.partition)).collect();
@@ -481,6 +494,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
                 topic: e.topic.clone(),
                 partition: e.partition,
                 replicas: None,
+                log_dirs: vec![],
             })
             .collect(),
         throttle_rate: None,
@@ -512,65 +526,37 @@ fn named_dirs(f: &ReassignmentFile) -> Vec<(i32, String, u32, String)> {
     out
 }
 
-/// Asks each broker to put its replicas in the dirs the file names, as Kafka's tool does; a
-/// replica not there yet is created in that dir when it arrives.
-async fn start_dir_moves(c: &ClusterClient, f: &ReassignmentFile, throttle: Option<i64>) -> anyhow::Result<()> {
-    let named = named_dirs(f);
-    let mut by_broker: BTreeMap<i32, Vec<ReplicaLogDirMove>> = BTreeMap::new();
-    for (b, topic, partition, dir) in &named {
-        by_broker.entry(*b).or_default().push(ReplicaLogDirMove {
-            topic: topic.clone(),
-            partition: *partition,
-            dir: dir.clone(),
-        });
+/// Sets the dir-move throttle on each broker the file names a log dir for.
+async fn set_dir_move_throttle(c: &ClusterClient, f: &ReassignmentFile, throttle: Option<i64>) -> anyhow::Result<()> {
+    let Some(rate) = throttle else {
+        return Ok(());
+    };
+    if rate <= 0 {
+        bail!("--replica-alter-log-dirs-throttle must be positive, got {rate}");
     }
-    if let Some(rate) = throttle {
-        if rate <= 0 {
-            bail!("--replica-alter-log-dirs-throttle must be positive, got {rate}");
-        }
-        for b in by_broker.keys() {
-            let req = AlterConfigsRequest {
-                resource: Some(ConfigResource {
-                    r#type: config_resource::Type::Broker as i32,
-                    name: b.to_string(),
-                }),
-                set: [(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string())].into(),
-                delete: vec![],
-                validate_only: false,
-            };
-            let r = c
-                .admin_call(|mut x| {
-                    let req = req.clone();
-                    async move { x.alter_configs(req).await }
-                })
-                .await?;
-            if r.error_code != 0 {
-                bail!("setting the log dir throttle on broker {b}: {}", r.error_message);
-            }
-        }
-        println!("The replica-alter-dir throttle limit was set to {rate} B/s");
-    }
-    let mut started = Vec::new();
-    for (b, moves) in by_broker {
-        let r = c.alter_replica_log_dirs(b, moves).await?;
+    let brokers: BTreeSet<i32> = named_dirs(f).iter().map(|n| n.0).collect();
+    for b in &brokers {
+        let req = AlterConfigsRequest {
+            resource: Some(ConfigResource {
+                r#type: config_resource::Type::Broker as i32,
+                name: b.to_string(),
+            }),
+            set: [(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string())].into(),
+            delete: vec![],
+            validate_only: false,
+        };
+        let r = c
+            .admin_call(|mut x| {
+                let req = req.clone();
+                async move { x.alter_configs(req).await }
+            })
+            .await?;
         if r.error_code != 0 {
-            bail!("broker {b}: {}", r.error_message);
-        }
-        for p in r.results {
-            match ErrorCode(p.error_code) {
-                ErrorCode::NONE | ErrorCode::REPLICA_NOT_AVAILABLE => {
-                    started.push(format!("{}-{}-{b}", p.topic, p.partition))
-                }
-                _ => bail!("broker {b}: {}", p.error_message),
-            }
+            bail!("setting the log dir throttle on broker {b}: {}", r.error_message);
         }
     }
-    if !started.is_empty() {
-        println!(
-            "Successfully started log directory move{} for: {}",
-            plural(started.len()),
-            started.join(",")
-        );
+    if !brokers.is_empty() {
+        println!("The replica-alter-dir throttle limit was set to {rate} B/s");
     }
     Ok(())
 }

@@ -58,8 +58,12 @@ pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
     let mut out = Vec::new();
     for e in &l.reassignments {
         for p in &e.progress {
+            let to_dir = match p.log_dir.as_str() {
+                "" => String::new(),
+                d => format!(" to log dir {d}"),
+            };
             out.push(format!(
-                "{}-{}: replica {}: {} copied, {} left, {}/s, ETA {}",
+                "{}-{}: replica {}{to_dir}: {} copied, {} left, {}/s, ETA {}",
                 e.topic,
                 e.partition,
                 p.broker,
@@ -176,13 +180,24 @@ mod tests {
                 topic: "t".into(),
                 partition: 0,
                 adding: vec![4],
-                progress: vec![ReplicaProgress {
-                    broker: 4,
-                    bytes_left: 40_000_000,
-                    bytes_copied: 10_000_000,
-                    rate_bytes_per_sec: 5_000_000,
-                    eta_ms: 8_000,
-                }],
+                progress: vec![
+                    ReplicaProgress {
+                        broker: 4,
+                        bytes_left: 40_000_000,
+                        bytes_copied: 10_000_000,
+                        rate_bytes_per_sec: 5_000_000,
+                        eta_ms: 8_000,
+                        log_dir: String::new(),
+                    },
+                    ReplicaProgress {
+                        broker: 2,
+                        bytes_left: 0,
+                        bytes_copied: 1_000,
+                        rate_bytes_per_sec: 0,
+                        eta_ms: 0,
+                        log_dir: "/d2".into(),
+                    },
+                ],
                 ..Default::default()
             }],
             cancel_in_progress: false,
@@ -191,6 +206,7 @@ mod tests {
             lines(&l),
             vec![
                 "t-0: replica 4: 10.0 MB copied, 40.0 MB left, 5.0 MB/s, ETA 8s".to_string(),
+                "t-0: replica 2 to log dir /d2: 1.0 kB copied, 0 B left, 0 B/s, ETA 0s".to_string(),
                 "Total: 1 partition moving, 10.0 MB copied, 40.0 MB left, 5.0 MB/s, ETA 8s".to_string(),
             ]
         );

@@ -54,7 +54,7 @@ fn preload(dir: &Path, bytes: u64) -> anyhow::Result<u64> {
 async fn move_to(core: &Arc<BrokerCore>, to: &Path) -> anyhow::Result<f64> {
     let r = core.replica("t", 0).map_err(|e| anyhow::anyhow!("{e}"))?;
     let started = Instant::now();
-    log_dir_move::start(core, &r, to)?;
+    log_dir_move::start(core, &r, to, false)?;
     let tp = ("t".to_string(), 0);
     while r.future.lock().is_some() || core.moves.is_moving(&tp) {
         tokio::time::sleep(Duration::from_millis(2)).await;

@@ -71,6 +71,7 @@ async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> a
                 topic: topic.to_string(),
                 partition: p,
                 replicas: target.map(|b| Replicas { brokers: vec![b] }),
+                log_dirs: vec![],
             })
             .collect(),
         throttle_rate: None,

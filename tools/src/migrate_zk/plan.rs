@@ -415,6 +415,7 @@ fn plan_topic(c: &ZkCluster, name: &str, t: &ZkTopic) -> Result<(TopicRecord, Ve
             partition_epoch: epoch,
             log_dirs: vec![String::new(); rs.len()],
             throttle_rate: 0,
+            dir_pending: vec![],
         });
     }
     let config = c.topic_configs.get(name).cloned().unwrap_or_default();
@@ -517,7 +518,7 @@ fn apply_entry(
             return Ok(());
         }
     }
-    let sub = reassignment::submit(&base, existing.as_ref(), &e.replicas, 0, submitted_ms, live);
+    let sub = reassignment::submit(&base, existing.as_ref(), &e.replicas, &[], 0, submitted_ms, live);
     ps.states.insert(key.clone(), sub.state);
     match sub.record {
         Some(r) => ps.records.insert(key, r),
@@ -575,6 +576,8 @@ pub fn plan(c: &ZkCluster) -> Plan {
                                 target: reassignment::target_of(&s),
                                 throttle_rate: 0,
                                 submitted_ms: t.ctime_ms.max(0) as u64,
+                                target_log_dirs: vec![],
+                                original_log_dirs: vec![],
                             },
                         );
                     }

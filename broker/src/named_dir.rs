@@ -1,0 +1,163 @@
+//! The log dir a reassignment names for a replica (`log_dirs` in the reassignment file, stored
+//! with the target in the partition's state): the broker moves its replica there, and reports
+//! when it is there, since the reassignment completes only then. A pure decision and a small
+//! step that carries it out.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use proto::ferry::{AssignReplicaDirRequest, PartitionState};
+
+use crate::log_dir_move;
+use crate::replica::Replica;
+use crate::replica_manager::BrokerCore;
+
+/// What a broker does about the dir named for one of its replicas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedDirAction {
+    /// Nothing to do.
+    Nothing,
+    /// Move the replica to this dir.
+    Move(PathBuf),
+    /// Stop the move a reassignment started: it was cancelled or no longer names a dir.
+    CancelMove,
+    /// Tell the controller the replica is in this dir.
+    Report(PathBuf),
+}
+
+/// A replica's running dir move: its destination, and whether a reassignment started it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunningMove<'a> {
+    /// Where the future log is.
+    pub dest: &'a Path,
+    /// Started for a named dir, not by hand.
+    pub for_reassignment: bool,
+}
+
+/// The dir named for broker `me`'s replica, while the controller still waits for it.
+pub fn pending_dir(me: i32, meta: &PartitionState) -> Option<&str> {
+    if !meta.dir_pending.contains(&me) {
+        return None;
+    }
+    let i = meta.replicas.iter().position(|r| *r == me)?;
+    meta.log_dirs.get(i).map(String::as_str).filter(|d| !d.is_empty())
+}
+
+/// Decides the next step for broker `me`'s replica, in `current` dir, given the partition's
+/// state and its running move.
+pub fn next_action(me: i32, meta: &PartitionState, current: &Path, running: Option<RunningMove<'_>>) -> NamedDirAction {
+    match pending_dir(me, meta) {
+        Some(named) if Path::new(named) == current => NamedDirAction::Report(current.to_path_buf()),
+        Some(named) if running.is_some_and(|m| m.dest == Path::new(named)) => NamedDirAction::Nothing,
+        Some(named) => NamedDirAction::Move(PathBuf::from(named)),
+        None if running.is_some_and(|m| m.for_reassignment) => NamedDirAction::CancelMove,
+        None => NamedDirAction::Nothing,
+    }
+}
+
+/// Carries out the next step for one hosted replica; returns the report to send, if any. A
+/// named dir this broker cannot use (unknown, offline) is logged and left: the operator cancels.
+pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDirRequest> {
+    let meta = r.state.lock().meta.clone();
+    if pending_dir(core.id, &meta).is_none() && r.future.lock().is_none() {
+        return None; // the common case, decided without touching the log
+    }
+    let current = r.log.lock().dir().parent().map(Path::to_path_buf)?;
+    let action = {
+        let fut = r.future.lock();
+        let running = fut.as_ref().map(|f| RunningMove {
+            dest: &f.dest,
+            for_reassignment: f.for_reassignment,
+        });
+        next_action(core.id, &meta, &current, running)
+    };
+    match action {
+        NamedDirAction::Nothing => None,
+        NamedDirAction::CancelMove => {
+            tracing::info!(replica = %r.name(), "the reassignment no longer names a log dir; stopping its move");
+            log_dir_move::cancel(core, r);
+            None
+        }
+        NamedDirAction::Move(dest) => {
+            if let Some((_, why)) = log_dir_move::unusable_dir(core, &dest) {
+                tracing::warn!(replica = %r.name(), dir = %dest.display(), why, "cannot move to the named log dir");
+                return None;
+            }
+            if let Err(e) = log_dir_move::start(core, r, &dest, true) {
+                tracing::warn!(replica = %r.name(), error = %e, "cannot start the move to the named log dir");
+            }
+            None
+        }
+        NamedDirAction::Report(dir) => Some(AssignReplicaDirRequest {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            broker: core.id,
+            log_dir: dir.to_string_lossy().into_owned(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(pending: &[i32], dirs: &[&str]) -> PartitionState {
+        PartitionState {
+            replicas: vec![1, 2],
+            log_dirs: dirs.iter().map(|d| d.to_string()).collect(),
+            dir_pending: pending.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_pending_replica_moves_then_reports() {
+        let m = meta(&[1], &["/b", ""]);
+        let here = Path::new("/a");
+        assert_eq!(next_action(1, &m, here, None), NamedDirAction::Move("/b".into()));
+        let to_b = RunningMove {
+            dest: Path::new("/b"),
+            for_reassignment: true,
+        };
+        assert_eq!(next_action(1, &m, here, Some(to_b)), NamedDirAction::Nothing);
+        let by_hand_elsewhere = RunningMove {
+            dest: Path::new("/c"),
+            for_reassignment: false,
+        };
+        assert_eq!(
+            next_action(1, &m, here, Some(by_hand_elsewhere)),
+            NamedDirAction::Move("/b".into()),
+            "the named dir wins over a move by hand while the reassignment runs"
+        );
+        assert_eq!(
+            next_action(1, &m, Path::new("/b"), None),
+            NamedDirAction::Report("/b".into())
+        );
+        assert_eq!(
+            next_action(2, &m, here, None),
+            NamedDirAction::Nothing,
+            "no dir named for 2"
+        );
+    }
+
+    #[test]
+    fn a_move_for_a_cancelled_reassignment_stops_and_one_by_hand_goes_on() {
+        let quiet = meta(&[], &["/b", ""]);
+        let ours = RunningMove {
+            dest: Path::new("/b"),
+            for_reassignment: true,
+        };
+        let by_hand = RunningMove {
+            dest: Path::new("/b"),
+            for_reassignment: false,
+        };
+        assert_eq!(
+            next_action(1, &quiet, Path::new("/a"), Some(ours)),
+            NamedDirAction::CancelMove
+        );
+        assert_eq!(
+            next_action(1, &quiet, Path::new("/a"), Some(by_hand)),
+            NamedDirAction::Nothing
+        );
+    }
+}
