@@ -280,7 +280,13 @@ pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeS
         dir_pending: state.dir_pending.iter().copied().filter(|r| *r != broker).collect(),
         ..state.clone()
     };
-    Some(settle_if_ready(&next, live).unwrap_or_else(|| bump_epochs(state, next)))
+    if let Some(done) = settle_if_ready(&next, live) {
+        return Some(done);
+    }
+    // Nothing else was moving (a reorder whose new replica is out of sync, say): the partition is
+    // quiet now, as `submit` leaves such a request, and owns no throttle.
+    let throttle_rate = if is_moving(&next) { next.throttle_rate } else { 0 };
+    Some(bump_epochs(state, PartitionState { throttle_rate, ..next }))
 }
 
 /// Rolls a reassignment back: RS := the original replicas in their original order, the adding

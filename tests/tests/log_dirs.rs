@@ -260,6 +260,12 @@ async fn a_failed_dir_goes_offline_and_the_others_keep_serving() {
     for t in ["f", "g"] {
         wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, t, 0, &[4, 1, 2])).await;
     }
+    // A new partition's ISR is whole from the start: wait for broker 4 to create both replicas.
+    wait_until(Duration::from_secs(30), "f and g on broker 4", || async {
+        let d = describe(&c).await;
+        placement(&d, "f", 0).0.is_some() && placement(&d, "g", 0).0.is_some()
+    })
+    .await;
     // Put f and g in different dirs.
     let d = describe(&c).await;
     let (fd, _) = placement(&d, "f", 0);
