@@ -223,9 +223,7 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
             .map(|w| async move {
                 let key = keys::partition(&w.topic, w.partition);
                 let (mut guards, ops) = if w.completes {
-                    let rkey = keys::reassignment(&w.topic, w.partition);
-                    let rrev = client.get(&rkey).await?.map_or(0, |kv| kv.mod_revision);
-                    reassign_admin::completion_ops(&w.topic, w.partition, (w.revision, rrev), &w.state)
+                    reassign_admin::completion_ops(&w.topic, w.partition, w.revision, &w.state)
                 } else {
                     (vec![at_revision(key.clone(), w.revision)], vec![put_op(key, &w.state)])
                 };

@@ -40,6 +40,38 @@ impl AdminService {
     }
 }
 
+/// Marks a request forwarded to the leader's admin service, so that it is not forwarded again.
+const FORWARDED: &str = "x-ferry-forwarded";
+
+fn forwarded<T>(msg: T) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.metadata_mut()
+        .insert(FORWARDED, tonic::metadata::MetadataValue::from_static("1"));
+    r
+}
+
+impl AdminService {
+    /// The leader's admin service, for a request that writes many keys when this node does not
+    /// lead: the request is sent there whole and runs beside the Raft leader, rather than its
+    /// transaction (many times larger) crossing from here to the leader. Kafka forwards such
+    /// requests to the controller too.
+    fn leader_admin<T>(
+        &self,
+        req: &Request<T>,
+    ) -> Option<proto::ferry::admin_client::AdminClient<tonic::transport::Channel>> {
+        if req.metadata().contains_key(FORWARDED) {
+            return None;
+        }
+        let addr = self.client.remote_leader()?;
+        let channel = self.channels.channel(&addr).ok()?;
+        Some(
+            proto::ferry::admin_client::AdminClient::new(channel)
+                .max_decoding_message_size(1 << 30)
+                .max_encoding_message_size(1 << 30),
+        )
+    }
+}
+
 /// A refused request: Kafka's code and a message for people.
 #[derive(Debug, Clone)]
 pub struct Refusal {
@@ -615,15 +647,8 @@ impl Admin for AdminService {
         // Completion is decided in the same transaction as the ISR change that allows it.
         let (new, guards, ops) = match reassignment::complete(&new, &view.live_brokers()) {
             Some(done) => {
-                let rkey = keys::reassignment(&req.topic, req.partition);
-                let rrev = self
-                    .client
-                    .get(&rkey)
-                    .await
-                    .map_err(status)?
-                    .map_or(0, |kv| kv.mod_revision);
                 let (guards, ops) =
-                    reassign_admin::completion_ops(&req.topic, req.partition, (entry.mod_revision, rrev), &done);
+                    reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &done);
                 tracing::info!(topic = req.topic, partition = req.partition, replicas = ?done.replicas, "reassignment completed");
                 (done, guards, ops)
             }
@@ -662,6 +687,9 @@ impl Admin for AdminService {
         &self,
         req: Request<AlterPartitionReassignmentsRequest>,
     ) -> Result<Response<AlterPartitionReassignmentsResponse>, Status> {
+        if let Some(mut leader) = self.leader_admin(&req) {
+            return leader.alter_partition_reassignments(forwarded(req.into_inner())).await;
+        }
         let r = reassign_admin::alter(&self.client, req.into_inner())
             .await
             .map_err(status)?;
@@ -686,8 +714,11 @@ impl Admin for AdminService {
 
     async fn cancel_all_reassignments(
         &self,
-        _req: Request<CancelAllReassignmentsRequest>,
+        req: Request<CancelAllReassignmentsRequest>,
     ) -> Result<Response<CancelAllReassignmentsResponse>, Status> {
+        if let Some(mut leader) = self.leader_admin(&req) {
+            return leader.cancel_all_reassignments(forwarded(req.into_inner())).await;
+        }
         let r = reassign_admin::cancel_all(&self.client).await.map_err(status)?;
         Ok(Response::new(r))
     }

@@ -65,25 +65,27 @@ struct Change {
     ops: Vec<pb::Op>,
 }
 
-/// Writes a partition's next state and its reassignment record (or removes the record), guarded
-/// by the revisions they were read at.
+/// Writes a partition's next state and its reassignment record, or removes the record when
+/// `had_record`. Guarded by the partition's revision alone: every write of a reassignment record
+/// writes its partition in the same transaction, so that revision stands for both (and a
+/// 100,000-partition request carries half the guards).
 fn change(
     topic: &str,
     p: u32,
-    read: (u64, u64),
+    partition_rev: u64,
     state: &PartitionState,
     record: Option<&ReassignmentRecord>,
+    had_record: bool,
 ) -> Change {
     let pkey = keys::partition(topic, p);
-    let rkey = keys::reassignment(topic, p);
     let mut ops = vec![put_op(pkey.clone(), state)];
     match record {
-        Some(r) => ops.push(put_op(rkey.clone(), r)),
-        None if read.1 != 0 => ops.push(delete_op(rkey.clone())),
+        Some(r) => ops.push(put_op(keys::reassignment(topic, p), r)),
+        None if had_record => ops.push(delete_op(keys::reassignment(topic, p))),
         None => {}
     }
     Change {
-        guards: vec![at_revision(pkey, read.0), at_revision(rkey, read.1)],
+        guards: vec![at_revision(pkey, partition_rev)],
         ops,
     }
 }
@@ -142,7 +144,6 @@ fn plan_alter(
                 )
             })?;
             let existing = moving.get(&(topic.to_string(), p));
-            let rrev = existing.map_or(0, |(_, rev)| *rev);
             match &t.replicas {
                 Some(target) => {
                     if marker != 0 {
@@ -167,9 +168,10 @@ fn plan_alter(
                     Ok(change(
                         topic,
                         p,
-                        (entry.mod_revision, rrev),
+                        entry.mod_revision,
                         &sub.state,
                         sub.record.as_ref(),
+                        existing.is_some(),
                     ))
                 }
                 None => {
@@ -181,7 +183,7 @@ fn plan_alter(
                     };
                     let state = reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic))
                         .map_err(|e| (e.code, format!("{topic}-{p}: {}", e.message)))?;
-                    Ok(change(topic, p, (entry.mod_revision, rrev), &state, None))
+                    Ok(change(topic, p, entry.mod_revision, &state, None, true))
                 }
             }
         })();
@@ -232,9 +234,13 @@ pub async fn alter(
     req: AlterPartitionReassignmentsRequest,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
     for _ in 0..ATTEMPTS {
+        let timer = std::time::Instant::now();
         let view = load_view(client).await?;
         let (moving, marker) = load_reassignments(client).await?;
-        let (changes, results) = match plan_alter(&req, &view, &moving, marker) {
+        let read = timer.elapsed();
+        let plan = plan_alter(&req, &view, &moving, marker);
+        let planned = timer.elapsed();
+        let (changes, results) = match plan {
             Plan::Refused(r) => return Ok(r),
             Plan::Write(c, r) => (c, r),
         };
@@ -246,7 +252,16 @@ pub async fn alter(
         }
         let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), marker);
         let (guards, ops) = merge(changes, vec![marker_guard]);
-        if write(client, guards, ops).await? {
+        let written = write(client, guards, ops).await?;
+        tracing::debug!(
+            partitions = req.partitions.len(),
+            read_ms = read.as_millis() as u64,
+            plan_ms = (planned - read).as_millis() as u64,
+            write_ms = (timer.elapsed() - planned).as_millis() as u64,
+            written,
+            "reassignment request"
+        );
+        if written {
             return Ok(AlterPartitionReassignmentsResponse {
                 results,
                 ..Default::default()
@@ -325,7 +340,7 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
             };
             match reassignment::cancel(&entry.state, record, &live, unclean_allowed(&view, topic)) {
                 Ok(state) => {
-                    changes.push(change(topic, *p, (entry.mod_revision, *rrev), &state, None));
+                    changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
                     cancelled.push(TopicPartition {
                         topic: topic.clone(),
                         partition: *p,
@@ -392,15 +407,13 @@ pub async fn assign_replica_dir(
                 state: Some(entry.state.clone()),
             });
         }
-        let rkey = keys::reassignment(&req.topic, req.partition);
-        let rrev = client.get(&rkey).await?.map_or(0, |kv| kv.mod_revision);
         let completes = !reassignment::is_moving(&next);
         if completes {
             tracing::info!(partition = name, replicas = ?next.replicas, "reassignment completed");
         }
         // Completion deletes the record; otherwise it stays as it is.
         let c = match completes {
-            true => change(&req.topic, req.partition, (entry.mod_revision, rrev), &next, None),
+            true => change(&req.topic, req.partition, entry.mod_revision, &next, None, true),
             false => {
                 let pkey = keys::partition(&req.topic, req.partition);
                 Change {
@@ -434,7 +447,12 @@ pub async fn assign_replica_dir(
 
 /// Completion as the ISR-change path and the active controller apply it: the partition's
 /// completed state and the deletion of its reassignment key, guarded like every change.
-pub fn completion_ops(topic: &str, p: u32, read: (u64, u64), state: &PartitionState) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    let c = change(topic, p, read, state, None);
+pub fn completion_ops(
+    topic: &str,
+    p: u32,
+    partition_rev: u64,
+    state: &PartitionState,
+) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+    let c = change(topic, p, partition_rev, state, None, true);
     (c.guards, c.ops)
 }

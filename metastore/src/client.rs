@@ -40,6 +40,38 @@ impl ClientError {
     }
 }
 
+/// This process's own metastore node. While it leads, a client in the same process calls its
+/// service directly: a large transaction (a 100,000-partition reassignment is tens of MB) is then
+/// neither encoded, sent over loopback and decoded, nor forwarded from a follower.
+#[derive(Clone)]
+pub struct LocalNode {
+    service: crate::service::MetastoreService,
+    raft: crate::types::Raft,
+    id: crate::types::NodeId,
+}
+
+impl LocalNode {
+    /// The node `id` served by `service` and replicated by `raft`.
+    pub fn new(service: crate::service::MetastoreService, raft: crate::types::Raft, id: crate::types::NodeId) -> Self {
+        Self { service, raft, id }
+    }
+
+    fn leads(&self) -> bool {
+        self.raft.metrics().borrow().current_leader == Some(self.id)
+    }
+
+    /// The leader's address when another node leads.
+    fn remote_leader(&self) -> Option<String> {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        let leader = m.current_leader.filter(|l| *l != self.id)?;
+        m.membership_config
+            .membership()
+            .get_node(&leader)
+            .map(|n| n.addr.clone())
+    }
+}
+
 /// A client of a metastore cluster. Clones share connections.
 #[derive(Clone)]
 pub struct Client {
@@ -47,6 +79,8 @@ pub struct Client {
 }
 
 struct Inner {
+    /// This process's own node, once attached.
+    local: std::sync::OnceLock<LocalNode>,
     endpoints: Vec<String>,
     channels: Vec<Channel>,
     current: AtomicUsize,
@@ -74,6 +108,7 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
+                local: std::sync::OnceLock::new(),
                 endpoints: endpoints.to_vec(),
                 channels,
                 current: AtomicUsize::new(0),
@@ -90,6 +125,22 @@ impl Client {
             .current
             .store(i % self.inner.endpoints.len(), Ordering::Relaxed);
         self
+    }
+
+    /// Calls `node` directly, without the network, while it leads (see [`LocalNode`]); for a
+    /// client in the same process as a quorum node. Clones share it.
+    pub fn attach_local(&self, node: LocalNode) {
+        let _ = self.inner.local.set(node);
+    }
+
+    /// The leader's address, when this client is attached to a local node that does not lead:
+    /// a request that writes a lot is better sent there whole (see [`LocalNode`]).
+    pub fn remote_leader(&self) -> Option<String> {
+        self.inner.local.get().and_then(LocalNode::remote_leader)
+    }
+
+    fn leading_local(&self) -> Option<&LocalNode> {
+        self.inner.local.get().filter(|l| l.leads())
     }
 
     /// The endpoints this client knows.
@@ -190,6 +241,12 @@ impl Client {
             key: key.to_string(),
             serializable,
         };
+        if let Some(l) = self.leading_local() {
+            use proto::metastore::metastore_server::Metastore;
+            if let Ok(r) = l.service.get(tonic::Request::new(req.clone())).await {
+                return Ok(r.into_inner().kv);
+            }
+        }
         let r = self
             .call(|mut c| {
                 let req = req.clone();
@@ -211,6 +268,12 @@ impl Client {
 
     /// Runs a range request as given.
     pub async fn range_req(&self, req: pb::RangeRequest) -> Result<pb::RangeResponse, ClientError> {
+        if let Some(l) = self.leading_local() {
+            use proto::metastore::metastore_server::Metastore;
+            if let Ok(r) = l.service.range(tonic::Request::new(req.clone())).await {
+                return Ok(r.into_inner());
+            }
+        }
         self.call(|mut c| {
             let req = req.clone();
             async move { c.range(req).await }
@@ -252,6 +315,24 @@ impl Client {
     pub async fn txn(&self, mut req: pb::TxnRequest) -> Result<pb::TxnResponse, ClientError> {
         if req.request_id.is_empty() {
             req.request_id = self.new_request_id();
+        }
+        if let Some(l) = self.leading_local() {
+            // Not retried elsewhere: that would need a copy of a request that may be large. A
+            // leadership change meanwhile fails the call, and the caller retries it (with the
+            // same request id it applies once).
+            use proto::metastore::metastore_server::Metastore;
+            return l
+                .service
+                .txn(tonic::Request::new(req))
+                .await
+                .map(|r| r.into_inner())
+                .map_err(|s| {
+                    if retryable(&s) {
+                        ClientError::Unavailable(s.message().to_string())
+                    } else {
+                        ClientError::Server(s)
+                    }
+                });
         }
         let req = Arc::new(req);
         self.call(|mut c| {

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::types::{Check, Command, CommandKind, CommandResult, Guard, Op, Txn};
+use crate::types::{Check, Command, CommandKind, CommandResult, Guard, Op};
 
 /// How many request ids are remembered for retry deduplication.
 pub const DEDUP_CAPACITY: usize = 100_000;
@@ -81,7 +81,8 @@ pub struct StagedTxn {
 impl KvState {
     /// Applies one committed command, pushing the changes it makes to `events`. A command that
     /// changes the store gets the next revision; one that changes nothing leaves it.
-    pub fn apply(&mut self, cmd: &Command, events: &mut Vec<Event>) -> CommandResult {
+    /// The command is taken by value so that staged chunks are kept without a copy.
+    pub fn apply(&mut self, cmd: Command, events: &mut Vec<Event>) -> CommandResult {
         if let Some(id) = &cmd.request_id {
             if let Some(done) = self.dedup.get(id) {
                 return done.clone();
@@ -89,23 +90,20 @@ impl KvState {
         }
         let revision = self.revision + 1;
         let before = events.len();
-        let result = match &cmd.kind {
-            CommandKind::Txn(txn) => self.apply_txn(revision, txn, events),
+        let result = match cmd.kind {
+            CommandKind::Txn(txn) => self.apply_txn(revision, txn.guards.iter(), txn.ops.iter(), events),
             CommandKind::LeaseGrant { ttl_ms } => {
                 self.leases.insert(
                     revision,
                     LeaseInfo {
-                        ttl_ms: *ttl_ms,
+                        ttl_ms,
                         keys: im::OrdSet::new(),
                     },
                 );
-                CommandResult::LeaseGranted {
-                    id: revision,
-                    ttl_ms: *ttl_ms,
-                }
+                CommandResult::LeaseGranted { id: revision, ttl_ms }
             }
             CommandKind::LeaseRevoke { id } => {
-                let found = self.revoke_lease(*id, revision, events);
+                let found = self.revoke_lease(id, revision, events);
                 CommandResult::LeaseRevoked { found, revision }
             }
             CommandKind::TxnStage {
@@ -115,33 +113,43 @@ impl KvState {
                 ops,
                 started_ms,
             } => {
-                let staged = self.staged.entry(txn_id.clone()).or_insert_with(|| StagedTxn {
+                let staged = self.staged.entry(txn_id).or_insert_with(|| StagedTxn {
                     chunks: im::OrdMap::new(),
-                    started_ms: *started_ms,
+                    started_ms,
                 });
-                staged.chunks.insert(*seq, (guards.clone(), ops.clone()));
+                staged.chunks.insert(seq, (guards, ops));
                 CommandResult::Staged {
                     ops: staged.chunks.values().map(|(_, o)| o.len() as u64).sum(),
                 }
             }
-            CommandKind::TxnCommit { txn_id, txn } => match self.staged.remove(txn_id) {
+            CommandKind::TxnCommit { txn_id, txn } => match self.staged.remove(&txn_id) {
                 None => CommandResult::Rejected {
                     reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
                 },
                 Some(staged) => {
-                    let (mut guards, mut ops) = (Vec::new(), Vec::new());
-                    for (_, (g, o)) in staged.chunks {
-                        guards.extend(g);
-                        ops.extend(o);
-                    }
-                    guards.extend(txn.guards.iter().cloned());
-                    ops.extend(txn.ops.iter().cloned());
-                    let full = Txn { guards, ops };
-                    self.apply_txn(revision, &full, events)
+                    let timer = std::time::Instant::now();
+                    // Applied from the chunks where they lie: joining them would copy every key.
+                    let guards = staged
+                        .chunks
+                        .values()
+                        .flat_map(|(g, _)| g.iter())
+                        .chain(txn.guards.iter());
+                    let ops: Vec<&Op> = staged
+                        .chunks
+                        .values()
+                        .flat_map(|(_, o)| o.iter())
+                        .chain(txn.ops.iter())
+                        .collect();
+                    let r = self.apply_txn(revision, guards, ops.iter().copied(), events);
+                    tracing::debug!(
+                        elapsed_ms = timer.elapsed().as_millis() as u64,
+                        "staged transaction applied"
+                    );
+                    r
                 }
             },
             CommandKind::TxnAbort { txn_id } => {
-                self.staged.remove(txn_id);
+                self.staged.remove(&txn_id);
                 CommandResult::Staged { ops: 0 }
             }
         };
@@ -188,8 +196,8 @@ impl KvState {
     }
 
     /// Checks guards in order; the first that fails is returned with a reason.
-    pub fn check_guards(&self, guards: &[Guard]) -> Option<(u32, String)> {
-        for (i, g) in guards.iter().enumerate() {
+    pub fn check_guards<'a>(&self, guards: impl IntoIterator<Item = &'a Guard>) -> Option<(u32, String)> {
+        for (i, g) in guards.into_iter().enumerate() {
             let cur = self.kv.get(&g.key);
             let failed = match (&g.check, cur) {
                 (Check::Exists, None) => Some("expected the key to exist, it is absent".to_string()),
@@ -223,8 +231,14 @@ impl KvState {
         None
     }
 
-    fn apply_txn(&mut self, revision: u64, txn: &Txn, events: &mut Vec<Event>) -> CommandResult {
-        if let Some(failed) = self.check_guards(&txn.guards) {
+    fn apply_txn<'a>(
+        &mut self,
+        revision: u64,
+        guards: impl IntoIterator<Item = &'a Guard>,
+        ops: impl Iterator<Item = &'a Op> + Clone,
+        events: &mut Vec<Event>,
+    ) -> CommandResult {
+        if let Some(failed) = self.check_guards(guards) {
             return CommandResult::Txn {
                 revision,
                 succeeded: false,
@@ -233,7 +247,7 @@ impl KvState {
             };
         }
         // All or nothing: a put naming a missing lease rejects the whole command before any op.
-        for op in &txn.ops {
+        for op in ops.clone() {
             if let Op::Put { key, lease, .. } = op {
                 if *lease != 0 && !self.leases.contains_key(lease) {
                     return CommandResult::Rejected {
@@ -243,7 +257,7 @@ impl KvState {
             }
         }
         let mut deleted = 0;
-        for op in &txn.ops {
+        for op in ops {
             match op {
                 Op::Put { key, value, lease } => self.put(revision, key, value.clone(), *lease, events),
                 Op::Delete { key } => deleted += u64::from(self.delete(revision, key, events)),
@@ -269,27 +283,34 @@ impl KvState {
     }
 
     fn put(&mut self, revision: u64, key: &str, value: Bytes, lease: u64, events: &mut Vec<Event>) {
-        let entry = match self.kv.get(key).cloned() {
-            Some(old) => {
-                if old.lease != lease && old.lease != 0 {
-                    self.unbind(old.lease, key);
+        // An existing key is changed in place: one walk down the tree and no new key string.
+        let mut old_lease = 0;
+        let entry = match self.kv.get_mut(key) {
+            Some(e) => {
+                if e.lease != lease {
+                    old_lease = e.lease;
                 }
-                KvEntry {
-                    value,
-                    create_revision: old.create_revision,
-                    mod_revision: revision,
-                    version: old.version + 1,
-                    lease,
-                }
+                e.value = value;
+                e.mod_revision = revision;
+                e.version += 1;
+                e.lease = lease;
+                e.clone()
             }
-            None => KvEntry {
-                value,
-                create_revision: revision,
-                mod_revision: revision,
-                version: 1,
-                lease,
-            },
+            None => {
+                let e = KvEntry {
+                    value,
+                    create_revision: revision,
+                    mod_revision: revision,
+                    version: 1,
+                    lease,
+                };
+                self.kv.insert(key.to_string(), e.clone());
+                e
+            }
         };
+        if old_lease != 0 {
+            self.unbind(old_lease, key);
+        }
         if lease != 0 {
             if let Some(l) = self.leases.get_mut(&lease) {
                 l.keys.insert(key.to_string());
@@ -297,10 +318,9 @@ impl KvState {
         }
         events.push(Event {
             key: key.to_string(),
-            entry: Some(entry.clone()),
+            entry: Some(entry),
             revision,
         });
-        self.kv.insert(key.to_string(), entry);
     }
 
     fn delete(&mut self, revision: u64, key: &str, events: &mut Vec<Event>) -> bool {
@@ -344,6 +364,7 @@ impl KvState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Txn;
 
     fn put(key: &str, v: &str) -> Op {
         Op::Put {
@@ -364,11 +385,11 @@ mod tests {
     fn revisions_and_versions_advance() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
-        s.apply(&txn(vec![], vec![put("/b", "1")]), &mut ev);
+        s.apply(txn(vec![], vec![put("/a", "1")]), &mut ev);
+        s.apply(txn(vec![], vec![put("/b", "1")]), &mut ev);
         // A change-free command keeps the revision.
-        s.apply(&txn(vec![], vec![Op::Delete { key: "/none".into() }]), &mut ev);
-        s.apply(&txn(vec![], vec![put("/a", "2")]), &mut ev);
+        s.apply(txn(vec![], vec![Op::Delete { key: "/none".into() }]), &mut ev);
+        s.apply(txn(vec![], vec![put("/a", "2")]), &mut ev);
         let e = &s.kv["/a"];
         assert_eq!((e.create_revision, e.mod_revision, e.version), (1, 3, 2));
         assert_eq!(s.revision, 3);
@@ -379,9 +400,9 @@ mod tests {
     fn failed_guard_applies_nothing_and_names_the_guard() {
         let mut s = KvState::default();
         let mut ev = vec![];
-        s.apply(&txn(vec![], vec![put("/a", "1")]), &mut ev);
+        s.apply(txn(vec![], vec![put("/a", "1")]), &mut ev);
         let r = s.apply(
-            &txn(
+            txn(
                 vec![
                     Guard {
                         key: "/a".into(),
@@ -417,8 +438,8 @@ mod tests {
         let mut ev = vec![];
         let mut c = txn(vec![], vec![put("/a", "1")]);
         c.request_id = Some("r1".into());
-        let first = s.apply(&c, &mut ev);
-        let again = s.apply(&c, &mut ev);
+        let first = s.apply(c.clone(), &mut ev);
+        let again = s.apply(c, &mut ev);
         assert_eq!(first, again);
         assert_eq!(s.kv["/a"].version, 1);
     }
@@ -428,14 +449,14 @@ mod tests {
         let mut s = KvState::default();
         let mut ev = vec![];
         s.apply(
-            &Command {
+            Command {
                 request_id: None,
                 kind: CommandKind::LeaseGrant { ttl_ms: 1000 },
             },
             &mut ev,
         );
         s.apply(
-            &txn(
+            txn(
                 vec![],
                 vec![
                     Op::Put {
@@ -449,7 +470,7 @@ mod tests {
             &mut ev,
         );
         let r = s.apply(
-            &txn(
+            txn(
                 vec![],
                 vec![Op::Put {
                     key: "/x".into(),
@@ -461,7 +482,7 @@ mod tests {
         );
         assert!(matches!(r, CommandResult::Rejected { .. }));
         s.apply(
-            &Command {
+            Command {
                 request_id: None,
                 kind: CommandKind::LeaseRevoke { id: 1 },
             },
@@ -477,13 +498,13 @@ mod tests {
         let mut s = KvState::default();
         let mut ev = vec![];
         s.apply(
-            &txn(
+            txn(
                 vec![],
                 vec![put("/a/1", ""), put("/a/2", ""), put("/ab", ""), put("/b", "")],
             ),
             &mut ev,
         );
-        let r = s.apply(&txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
+        let r = s.apply(txn(vec![], vec![Op::DeletePrefix { prefix: "/a/".into() }]), &mut ev);
         assert!(matches!(r, CommandResult::Txn { deleted: 2, .. }));
         assert_eq!(s.kv.len(), 2);
     }

@@ -22,5 +22,5 @@ pub mod state_machine;
 pub mod types;
 pub mod validate;
 
-pub use client::{Client, ClientError, FollowEvent};
+pub use client::{Client, ClientError, FollowEvent, LocalNode};
 pub use node::{start, NodeConfig, NodeHandle, RaftTuning};

@@ -135,6 +135,15 @@ pub struct NodeHandle {
 }
 
 impl NodeHandle {
+    /// This node, for a client in the same process to call directly while it leads.
+    pub fn local(&self) -> crate::client::LocalNode {
+        crate::client::LocalNode::new(
+            crate::service::MetastoreService::new(self.core.clone()),
+            self.raft.clone(),
+            self.id,
+        )
+    }
+
     /// Read-index batches taken by this node so far (each is one quorum round on a leader).
     pub fn read_index_rounds(&self) -> u64 {
         self.core.read_index.rounds()

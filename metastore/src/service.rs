@@ -179,6 +179,7 @@ impl NodeCore {
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let started_ms = staging::now_ms();
+        let timer = std::time::Instant::now();
         // Guards are staged too: a request guarding every key it writes carries as many guards
         // as operations, and no entry may outgrow a chunk (a follower must take it within one
         // heartbeat interval).
@@ -211,11 +212,19 @@ impl NodeCore {
             let _ = self.write(None, abort).await;
             return Err(e);
         }
+        let staged_in = timer.elapsed();
         let commit = CommandKind::TxnCommit {
             txn_id,
             txn: Txn::default(),
         };
-        self.write(request_id, commit).await
+        let r = self.write(request_id, commit).await;
+        tracing::debug!(
+            bytes,
+            staged_ms = staged_in.as_millis() as u64,
+            total_ms = timer.elapsed().as_millis() as u64,
+            "staged transaction committed"
+        );
+        r
     }
 
     /// Waits until this node has applied everything committed before the call (read index).
@@ -505,9 +514,9 @@ impl Metastore for MetastoreService {
     }
 
     async fn txn(&self, req: Request<pb::TxnRequest>) -> Result<Response<pb::TxnResponse>, Status> {
-        let r = req.into_inner();
-        let txn = validate::txn(&r, &self.core.limits)?;
-        let rid = validate::request_id(&r.request_id, &self.core.limits)?;
+        let mut r = req.into_inner();
+        let rid = validate::request_id(&std::mem::take(&mut r.request_id), &self.core.limits)?;
+        let txn = validate::txn(r, &self.core.limits)?;
         match self.core.write_txn(rid, txn).await? {
             CommandResult::Txn {
                 revision,

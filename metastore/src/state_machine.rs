@@ -263,7 +263,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     EntryPayload::Blank => results.push(ProposalResult::default()),
                     EntryPayload::Normal(proposal) => {
                         let mut out = Vec::with_capacity(proposal.commands.len());
-                        for cmd in &proposal.commands {
+                        for cmd in proposal.commands {
                             let mut events = Vec::new();
                             out.push(g.state.apply(cmd, &mut events));
                             if !events.is_empty() {

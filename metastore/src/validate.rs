@@ -151,7 +151,7 @@ pub fn put(key_: &str, value_: &Bytes, lease: u64, limits: &Limits) -> Result<Tx
 }
 
 /// Converts and checks a transaction request.
-pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest> {
+pub fn txn(req: pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest> {
     if req.ops.len() > limits.max_txn_ops {
         return Err(invalid(
             "ops",
@@ -168,68 +168,73 @@ pub fn txn(req: &pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest>
             ),
         ));
     }
+    // Field names are made only for an error: a large request has hundreds of thousands of items.
+    let named = |field: String| {
+        move |mut e: InvalidRequest| {
+            e.field = field;
+            e
+        }
+    };
     let mut total = 0usize;
     let mut guards = Vec::with_capacity(req.guards.len());
-    for (i, g) in req.guards.iter().enumerate() {
-        let field = format!("guards[{i}]");
+    for (i, g) in req.guards.into_iter().enumerate() {
         use pb::guard::Check as C;
         if !matches!(g.check, Some(C::RaftTerm(_))) {
-            key(&format!("{field}.key"), &g.key, limits)?;
+            key("", &g.key, limits).map_err(|e| named(format!("guards[{i}].key"))(e))?;
         }
-        let check = match &g.check {
+        let check = match g.check {
             None => {
                 return Err(invalid(
-                    &field,
+                    format!("guards[{i}]"),
                     "no check given (exists, absent, version, mod_revision or value)",
                 ))
             }
             Some(C::Exists(true)) => Check::Exists,
             Some(C::Absent(true)) => Check::Absent,
             Some(C::Exists(false)) | Some(C::Absent(false)) => {
-                return Err(invalid(&field, "exists/absent must be true when given"))
+                return Err(invalid(format!("guards[{i}]"), "exists/absent must be true when given"))
             }
-            Some(C::Version(v)) => Check::Version(*v),
-            Some(C::ModRevision(r)) => Check::ModRevision(*r),
-            Some(C::RaftTerm(t)) => Check::RaftTerm(*t),
+            Some(C::Version(v)) => Check::Version(v),
+            Some(C::ModRevision(r)) => Check::ModRevision(r),
+            Some(C::RaftTerm(t)) => Check::RaftTerm(t),
             Some(C::Value(v)) => {
-                value(&format!("{field}.value"), v, limits)?;
+                value("", &v, limits).map_err(|e| named(format!("guards[{i}].value"))(e))?;
                 total += v.len();
-                Check::Value(v.clone())
+                Check::Value(v)
             }
         };
         total += g.key.len();
-        guards.push(Guard {
-            key: g.key.clone(),
-            check,
-        });
+        guards.push(Guard { key: g.key, check });
     }
     let mut ops = Vec::with_capacity(req.ops.len());
-    for (i, op) in req.ops.iter().enumerate() {
-        let field = format!("ops[{i}]");
+    for (i, op) in req.ops.into_iter().enumerate() {
         use pb::op::Op as O;
-        let op = match &op.op {
-            None => return Err(invalid(&field, "no operation given (put, delete or delete_prefix)")),
+        let op = match op.op {
+            None => {
+                return Err(invalid(
+                    format!("ops[{i}]"),
+                    "no operation given (put, delete or delete_prefix)",
+                ))
+            }
             Some(O::Put(p)) => {
-                key(&format!("{field}.put.key"), &p.key, limits)?;
-                value(&format!("{field}.put.value"), &p.value, limits)?;
+                key("", &p.key, limits).map_err(|e| named(format!("ops[{i}].put.key"))(e))?;
+                value("", &p.value, limits).map_err(|e| named(format!("ops[{i}].put.value"))(e))?;
                 total += p.key.len() + p.value.len();
                 Op::Put {
-                    key: p.key.clone(),
-                    value: p.value.clone(),
+                    key: p.key,
+                    value: p.value,
                     lease: p.lease,
                 }
             }
             Some(O::Delete(d)) => {
-                key(&format!("{field}.delete.key"), &d.key, limits)?;
+                key("", &d.key, limits).map_err(|e| named(format!("ops[{i}].delete.key"))(e))?;
                 total += d.key.len();
-                Op::Delete { key: d.key.clone() }
+                Op::Delete { key: d.key }
             }
             Some(O::DeletePrefix(d)) => {
-                prefix(&format!("{field}.delete_prefix.prefix"), &d.prefix, limits)?;
+                prefix("", &d.prefix, limits).map_err(|e| named(format!("ops[{i}].delete_prefix.prefix"))(e))?;
                 total += d.prefix.len();
-                Op::DeletePrefix {
-                    prefix: d.prefix.clone(),
-                }
+                Op::DeletePrefix { prefix: d.prefix }
             }
         };
         ops.push(op);
@@ -272,7 +277,14 @@ mod tests {
             ops: vec![],
             request_id: String::new(),
         };
-        assert_eq!(txn(&req, &l).unwrap_err().field, "guards[0]");
+        assert_eq!(txn(req, &l).unwrap_err().field, "guards[0]");
+        let bad_key = pb::TxnRequest {
+            ops: vec![pb::Op {
+                op: Some(pb::op::Op::Delete(pb::DeleteOp { key: "a".into() })),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(txn(bad_key, &l).unwrap_err().field, "ops[0].delete.key");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 # Sourced by the bench scripts: starts a 3-node Ferry metastore as separate `ferry node`
 # processes on loopback. Needs $bin (the ferry binaries), $work (a scratch dir) and a `pids`
 # array; sets $endpoints and $server_pids. `stop_all` stops every process in `pids`.
-# $FERRY_NODE_ARGS adds flags to every node (for example `--roles quorum`).
+# $FERRY_NODE_ARGS adds flags to every node (for example `--roles quorum`); $FERRY_LOG sets
+# their RUST_LOG (default error).
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -11,7 +12,7 @@ stop_all() {
 start_ferry_node() { # id base port; sets pids[id - 1]
   local id=$1 base=$2
   local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
-  RUST_LOG=error "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
+  RUST_LOG=${FERRY_LOG:-error} "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
     --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" ${FERRY_NODE_ARGS:-} >>"$work/ferry$id.log" 2>&1 &
   pids[id - 1]=$!
 }

@@ -180,6 +180,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         cfg.extra_services = Some(routes);
         cfg.registry = Some(registry.clone());
         let node = metastore::start(cfg).await?;
+        client.attach_local(node.local());
         running.addr = node.addr;
         running.controller = Some(controller::active::spawn(
             o.id,
