@@ -215,6 +215,17 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
         if !loaded {
             continue;
         }
+        // Auto-remove throttles whose scope stopped moving go; looked at when a move may have
+        // ended (a changed partition is quiet) and on every tick.
+        let ended = changed.iter().any(|(t, p)| {
+            view.partition(t, *p)
+                .is_some_and(|e| !reassignment::is_moving(&e.state))
+        });
+        if full || ended {
+            if let Err(e) = crate::throttles::remove_due(client, &view, term_guard(term)).await {
+                tracing::debug!(error = %e, "removing auto-remove throttles failed; retried at the next pass");
+            }
+        }
         let plan = plan_pass(&view, rebalance, (!full).then_some(&changed));
         if plan.is_empty() {
             continue;

@@ -290,6 +290,7 @@ impl AdminService {
             partitions: assignment.len() as u32,
             config: t.config.clone(),
             deleting: false,
+            auto_remove: None,
         };
         let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
         for (p, replicas) in assignment.into_iter().enumerate() {
@@ -671,6 +672,16 @@ impl Admin for AdminService {
                 state: None,
             }))
         }
+    }
+
+    async fn alter_throttles(
+        &self,
+        req: Request<AlterThrottlesRequest>,
+    ) -> Result<Response<AlterThrottlesResponse>, Status> {
+        let r = crate::throttles::alter(&self.client, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn assign_replica_dir(

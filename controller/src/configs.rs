@@ -1,6 +1,7 @@
 //! DescribeConfigs and AlterConfigs for topics (stored in the topic record) and brokers
 //! (`/config/brokers/<id>`). Configs set here are the operator's: Ferry never removes them on its
-//! own. Throttles a reassignment owns live in the partition state instead and go with it.
+//! own (setting one here also takes it out of AlterThrottles' auto-remove set). Throttles a
+//! reassignment owns live in the partition state instead and go with it.
 
 use std::collections::HashMap;
 
@@ -29,11 +30,18 @@ fn broker_id(name: &str) -> Result<i32, (ErrorCode, String)> {
     })
 }
 
+/// The stored record behind a resource's configs.
+enum Record {
+    Topic(TopicRecord),
+    /// A broker's record holds only configs and which of them are auto-remove.
+    Broker(AutoRemove),
+}
+
 /// Reads a resource's configs and the revision they were read at (0: nothing stored yet).
 async fn read(
     client: &Client,
     r: &ConfigResource,
-) -> Result<Result<(HashMap<String, String>, u64, Option<TopicRecord>), (ErrorCode, String)>, metastore::ClientError> {
+) -> Result<Result<(HashMap<String, String>, u64, Record), (ErrorCode, String)>, metastore::ClientError> {
     match Type::try_from(r.r#type) {
         Ok(Type::Topic) => {
             let Some(kv) = client.get(&keys::topic(&r.name)).await? else {
@@ -43,7 +51,7 @@ async fn read(
                 )));
             };
             let rec = TopicRecord::decode(kv.value.as_ref()).unwrap_or_default();
-            Ok(Ok((rec.config.clone(), kv.mod_revision, Some(rec))))
+            Ok(Ok((rec.config.clone(), kv.mod_revision, Record::Topic(rec))))
         }
         Ok(Type::Broker) => {
             let id = match broker_id(&r.name) {
@@ -52,11 +60,14 @@ async fn read(
             };
             let kv = client.get(&keys::broker_config(id)).await?;
             let rev = kv.as_ref().map_or(0, |kv| kv.mod_revision);
-            let config = kv
+            let rec = kv
                 .and_then(|kv| BrokerConfigRecord::decode(kv.value.as_ref()).ok())
-                .map(|r| r.config)
                 .unwrap_or_default();
-            Ok(Ok((config, rev, None)))
+            Ok(Ok((
+                rec.config,
+                rev,
+                Record::Broker(rec.auto_remove.unwrap_or_default()),
+            )))
         }
         Err(_) => Ok(Err((
             ErrorCode::INVALID_REQUEST,
@@ -96,13 +107,13 @@ pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterCon
         return Ok(refused(ErrorCode::INVALID_REQUEST, "resource: missing".into()));
     };
     for _ in 0..5 {
-        let (mut config, rev, topic) = match read(client, &r).await? {
+        let (mut config, rev, record) = match read(client, &r).await? {
             Ok(x) => x,
             Err((code, message)) => return Ok(refused(code, message)),
         };
-        let checked = match topic {
-            Some(_) => topic_config::validate(&req.set),
-            None => topic_config::validate_broker(&req.set),
+        let checked = match record {
+            Record::Topic(_) => topic_config::validate(&req.set),
+            Record::Broker(_) => topic_config::validate_broker(&req.set),
         };
         if let Err(e) = checked {
             return Ok(refused(ErrorCode::INVALID_CONFIG, e));
@@ -114,16 +125,29 @@ pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterCon
         if req.validate_only {
             return Ok(AlterConfigsResponse::default());
         }
-        let (key, op) = match topic {
-            Some(mut rec) => {
+        // A key set or removed here is the operator's from now on: never removed by Ferry.
+        let by_hand = |auto: Option<AutoRemove>| {
+            auto.map(|mut a| {
+                a.keys.retain(|k| !req.set.contains_key(k) && !req.delete.contains(k));
+                a
+            })
+            .filter(|a| !a.keys.is_empty())
+        };
+        let (key, op) = match record {
+            Record::Topic(mut rec) => {
                 rec.config = config;
+                rec.auto_remove = by_hand(rec.auto_remove);
                 let key = keys::topic(&r.name);
                 (key.clone(), put_op(key, &rec))
             }
-            None => {
+            Record::Broker(auto) => {
                 // `read` checked the name.
                 let key = keys::broker_config(r.name.parse().unwrap_or_default());
-                (key.clone(), put_op(key, &BrokerConfigRecord { config }))
+                let rec = BrokerConfigRecord {
+                    config,
+                    auto_remove: by_hand(Some(auto)),
+                };
+                (key.clone(), put_op(key, &rec))
             }
         };
         if write(client, vec![at_revision(key, rev)], vec![op]).await? {

@@ -9,4 +9,5 @@ pub mod placement;
 pub mod reassign_admin;
 pub mod reassign_progress;
 pub mod reassignment;
+pub mod throttles;
 pub mod topic_name;

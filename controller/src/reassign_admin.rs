@@ -102,7 +102,9 @@ fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionRe
 /// What a request decided, before writing.
 enum Plan {
     Refused(AlterPartitionReassignmentsResponse),
-    Write(Vec<Change>, Vec<PartitionResult>),
+    /// The changes, the answers, and each submitted partition's next state (for arming
+    /// auto-remove throttles).
+    Write(Vec<Change>, Vec<PartitionResult>, Vec<(String, PartitionState)>),
 }
 
 fn plan_alter(
@@ -127,6 +129,7 @@ fn plan_alter(
     let mut seen = BTreeSet::new();
     let mut results = Vec::new();
     let mut changes = Vec::new();
+    let mut submitted = Vec::new();
     let mut failed = false;
     for t in &req.partitions {
         let (topic, p) = (t.topic.as_str(), t.partition);
@@ -165,14 +168,16 @@ fn plan_alter(
                         now,
                         &live,
                     );
-                    Ok(change(
+                    let c = change(
                         topic,
                         p,
                         entry.mod_revision,
                         &sub.state,
                         sub.record.as_ref(),
                         existing.is_some(),
-                    ))
+                    );
+                    submitted.push((topic.to_string(), sub.state));
+                    Ok(c)
                 }
                 None => {
                     let Some((record, _)) = existing else {
@@ -213,7 +218,7 @@ fn plan_alter(
             results,
         });
     }
-    Plan::Write(changes, results)
+    Plan::Write(changes, results, submitted)
 }
 
 /// Retries of a request whose guards failed because the metadata moved under it.
@@ -240,9 +245,9 @@ pub async fn alter(
         let read = timer.elapsed();
         let plan = plan_alter(&req, &view, &moving, marker);
         let planned = timer.elapsed();
-        let (changes, results) = match plan {
+        let (changes, results, submitted) = match plan {
             Plan::Refused(r) => return Ok(r),
-            Plan::Write(c, r) => (c, r),
+            Plan::Write(c, r, s) => (c, r, s),
         };
         if req.validate_only || changes.is_empty() {
             return Ok(AlterPartitionReassignmentsResponse {
@@ -251,7 +256,21 @@ pub async fn alter(
             });
         }
         let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), marker);
-        let (guards, ops) = merge(changes, vec![marker_guard]);
+        let (mut guards, mut ops) = merge(changes, vec![marker_guard]);
+        if !submitted.is_empty() {
+            // Arms the auto-remove throttles in scope, and tells their removal a submit happened.
+            let brokers = crate::throttles::load_broker_configs(client).await?;
+            let (g, o) = crate::throttles::arming(&view, &brokers, &submitted);
+            guards.extend(g);
+            ops.extend(o);
+            ops.push(pb::Op {
+                op: Some(pb::op::Op::Put(pb::PutOp {
+                    key: keys::REASSIGN_EPOCH.into(),
+                    value: Default::default(),
+                    lease: 0,
+                })),
+            });
+        }
         let written = write(client, guards, ops).await?;
         tracing::debug!(
             partitions = req.partitions.len(),

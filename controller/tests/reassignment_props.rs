@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 
 use controller::partition_change::{self, Election, IsrChange, NO_LEADER};
 use controller::reassignment::{self, is_moving, target_of};
+use controller::throttles;
 use proptest::prelude::*;
-use proto::ferry::{PartitionState, ReassignmentRecord};
+use proto::ferry::{AutoRemove, PartitionState, ReassignmentRecord};
 
 const BROKERS: i32 = 6;
 
@@ -57,6 +58,8 @@ struct World {
     live: BTreeSet<i32>,
     /// A throttle someone set by hand; Ferry must never change it.
     manual_throttle: u64,
+    /// An auto-remove throttle on the partition's topic (AlterThrottles), set before any move.
+    auto: AutoRemove,
 }
 
 fn check(w: &World, what: &str) {
@@ -105,6 +108,12 @@ fn check(w: &World, what: &str) {
         }
     }
     assert_eq!(w.manual_throttle, 7_000_000, "{what}: manual throttle touched");
+    // No auto-remove throttle outlives the reassignments that armed it.
+    assert!(
+        !w.auto.armed || w.auto.keys.is_empty() || is_moving(s),
+        "{what}: an armed auto-remove throttle outlived its moves: {:?}",
+        w.auto
+    );
     match &w.record {
         None => assert_eq!(
             s.throttle_rate, 0,
@@ -151,6 +160,7 @@ proptest! {
             record: None,
             live: (1..=BROKERS).collect(),
             manual_throttle: 7_000_000,
+            auto: AutoRemove { keys: vec!["follower.replication.throttled.replicas".into()], armed: false },
         };
         for (i, s) in steps.iter().enumerate() {
             let what = format!("step {i} {s:?}");
@@ -165,6 +175,10 @@ proptest! {
                     let sub = reassignment::submit(&w.state, w.record.as_ref(), t, &dirs, 5_000_000, 0, &w.live);
                     if let (Some(o), Some(r)) = (&before_original, &sub.record) {
                         prop_assert_eq!(o, &r.original, "a superseding request must keep the first original");
+                    }
+                    // The submit transaction arms the topic's auto-remove throttle.
+                    if let Some(a) = throttles::armed(&w.auto) {
+                        w.auto = a;
                     }
                     w.state = sub.state;
                     w.record = sub.record;
@@ -242,6 +256,11 @@ proptest! {
                     }
                 }
                 Step::ControllerRestart => settle(&mut w),
+            }
+            // The active controller removes what is due.
+            if throttles::due(&w.auto, is_moving(&w.state)) {
+                let mut config = std::collections::HashMap::new();
+                throttles::remove_auto(&mut config, &mut w.auto);
             }
             check(&w, &what);
         }

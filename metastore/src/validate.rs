@@ -29,9 +29,10 @@ impl Default for Limits {
         Self {
             max_key_bytes: 4096,
             max_value_bytes: 16 << 20,
-            max_txn_ops: 2_000_000,
+            // A cancel-all of 1,000,000 moving partitions writes two keys each, and the marker.
+            max_txn_ops: 4_000_000,
             // As many as operations: a ZooKeeper import guards every key it creates.
-            max_txn_guards: 2_000_000,
+            max_txn_guards: 4_000_000,
             max_txn_bytes: 512 << 20,
             max_request_id_bytes: 256,
             max_lease_ttl_ms: 24 * 3600 * 1000,

@@ -12,6 +12,9 @@ pub const CLUSTER_ID: &str = "/cluster/id";
 pub const REASSIGNMENTS: &str = "/admin/reassignments/";
 /// Present while a cancel-all is in force.
 pub const REASSIGN_CANCEL: &str = "/admin/reassign_cancel";
+/// Rewritten by every reassignment submit, so that a write can be guarded against submits made
+/// since it looked (the removal of auto-remove throttles).
+pub const REASSIGN_EPOCH: &str = "/admin/reassign_epoch";
 
 /// `/admin/reassignments/<topic>/<p>`.
 pub fn reassignment(topic: &str, partition: u32) -> String {

@@ -168,3 +168,162 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
         Some("0:4")
     );
 }
+
+async fn alter_throttles(c: &broker::ClusterClient, req: AlterThrottlesRequest) -> AlterThrottlesResponse {
+    c.admin_call(|mut a| {
+        let req = req.clone();
+        async move { a.alter_throttles(req).await }
+    })
+    .await
+    .expect("admin reachable")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_remove_throttles_go_when_their_reassignment_ends_and_hand_kept_ones_stay() {
+    const FOLLOWER_RATE: f64 = 2_000_000.0;
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    create(&c, "au", vec![vec![1, 2]], &[]).await;
+    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "au", 0, &[1, 2])).await;
+    tests::reassign::produce_n(&c, "au", 0, 60, 100, 1000).await; // about 6 MB
+
+    // Bad requests: each refused with the entry named, and nothing changes.
+    let before = tests::reassign::snapshot(&f.meta).await;
+    let broker = |broker, rate| BrokerThrottle {
+        broker,
+        leader_rate: None,
+        follower_rate: Some(rate),
+        auto_remove: true,
+    };
+    for (req, code, why) in [
+        (
+            AlterThrottlesRequest {
+                brokers: vec![broker(4, 1000), broker(9, 1000)],
+                ..Default::default()
+            },
+            8,
+            "broker 9: not a registered broker",
+        ),
+        (
+            AlterThrottlesRequest {
+                brokers: vec![broker(4, -1)],
+                ..Default::default()
+            },
+            1000,
+            "broker 4: follower_rate: -1 bytes/s",
+        ),
+        (
+            AlterThrottlesRequest {
+                topics: vec![TopicThrottle {
+                    topic: "nope".into(),
+                    follower_replicas: Some("0:4".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+            3,
+            "topic \"nope\": does not exist",
+        ),
+    ] {
+        let r = alter_throttles(&c, req).await;
+        assert_eq!(r.error_code, code, "{r:?}");
+        assert!(
+            r.error_message.contains(why) && r.error_message.contains("nothing was changed"),
+            "{r:?}"
+        );
+    }
+    assert_eq!(
+        tests::reassign::snapshot(&f.meta).await,
+        before,
+        "a refused request changed nothing"
+    );
+
+    // Auto-remove: a follower throttle for the new replica on broker 4. Hand-kept: a leader rate
+    // on broker 3, which no reassignment here touches, and one on broker 1, which one does.
+    let r = alter_throttles(
+        &c,
+        AlterThrottlesRequest {
+            brokers: vec![
+                broker(4, FOLLOWER_RATE as i64),
+                BrokerThrottle {
+                    broker: 1,
+                    leader_rate: Some(888_888_888),
+                    follower_rate: None,
+                    auto_remove: false,
+                },
+            ],
+            topics: vec![TopicThrottle {
+                topic: "au".into(),
+                leader_replicas: None,
+                follower_replicas: Some("0:4".into()),
+                auto_remove: true,
+            }],
+            validate_only: false,
+        },
+    )
+    .await;
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let bs = f.bootstrap();
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        tests::run_ferry(&[
+            "throttles",
+            "--brokers",
+            "3",
+            "--leader-rate",
+            "999999",
+            "--bootstrap-server",
+            &bs,
+        ])
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("The throttles were set; they stay until changed."),
+        "{out}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Nothing moves yet, so nothing is removed: the throttle waits for its reassignment.
+    let four = config_of(&c, Type::Broker, "4").await;
+    assert_eq!(
+        four.get("follower.replication.throttled.rate").map(String::as_str),
+        Some("2000000")
+    );
+
+    let size: u64 = c
+        .describe_log_dirs(&[1], &["au".to_string()])
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| &b.dirs)
+        .flat_map(|d| &d.replicas)
+        .map(|r| r.size)
+        .sum();
+    let started = Instant::now();
+    ok(&alter(&c, &[("au", 0, Some(vec![1, 2, 4]))], None).await);
+    wait_until(Duration::from_secs(120), "the move to finish", || async {
+        list(&c).await.reassignments.is_empty()
+    })
+    .await;
+    let took = started.elapsed().as_secs_f64();
+    let ratio = took / (size as f64 / FOLLOWER_RATE);
+    eprintln!("moved {size} bytes in {took:.1} s under an auto-remove {FOLLOWER_RATE} B/s throttle: {ratio:.2}");
+    assert!(ratio >= 0.8, "the throttle held the move back: {ratio:.2} of size/rate");
+
+    wait_until(Duration::from_secs(30), "the auto-remove throttles to go", || async {
+        let four = config_of(&c, Type::Broker, "4").await;
+        let topic = config_of(&c, Type::Topic, "au").await;
+        !four.contains_key("follower.replication.throttled.rate")
+            && !topic.contains_key("follower.replication.throttled.replicas")
+    })
+    .await;
+    let three = config_of(&c, Type::Broker, "3").await;
+    assert_eq!(
+        three.get("leader.replication.throttled.rate").map(String::as_str),
+        Some("999999")
+    );
+    let one = config_of(&c, Type::Broker, "1").await;
+    assert_eq!(
+        one.get("leader.replication.throttled.rate").map(String::as_str),
+        Some("888888888")
+    );
+}

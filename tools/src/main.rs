@@ -12,6 +12,7 @@ mod migrate_zk;
 mod node_cmd;
 mod reassign;
 mod reassign_progress;
+mod throttles;
 mod topics;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -52,6 +53,8 @@ enum Command {
     MigrateZk(migrate_zk::MigrateZkArgs),
     /// Describe brokers' log dirs and move replicas between them (like kafka-log-dirs.sh).
     LogDirs(log_dirs::LogDirsArgs),
+    /// Set or remove replication throttles by hand, kept or removed after the moves they cover.
+    Throttles(throttles::ThrottlesArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -141,6 +144,10 @@ async fn run(cli: Cli) {
         Command::LogDirs(a) => {
             init_tracing("warn");
             log_dirs::run(a).await
+        }
+        Command::Throttles(a) => {
+            init_tracing("warn");
+            throttles::run(a).await
         }
     };
     if let Err(e) = result {

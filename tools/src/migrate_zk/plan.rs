@@ -434,6 +434,8 @@ fn plan_topic(c: &ZkCluster, name: &str, t: &ZkTopic) -> Result<(TopicRecord, Ve
         partitions: n,
         config: config.into_iter().collect(),
         deleting: c.delete_topics.contains(name),
+        // Kafka has no auto-remove throttles: imported configs are the operator's.
+        auto_remove: None,
     };
     Ok((record, states))
 }
@@ -691,6 +693,7 @@ pub fn plan(c: &ZkCluster) -> Plan {
                 keys::broker_config(*id),
                 Value::BrokerConfig(BrokerConfigRecord {
                     config: cfg.into_iter().collect(),
+                    auto_remove: None,
                 }),
             );
         }

@@ -1,0 +1,540 @@
+//! AlterThrottles: replication throttles set by hand on brokers (rates) and topics (throttled
+//! replicas), each either kept until changed by hand or removed by Ferry ("auto-remove"). An
+//! auto-remove throttle is armed by the first reassignment that starts in its scope (the broker's
+//! replicas, or the topic) and removed once none in its scope moves. Arming rides on the submit
+//! transaction; removal is a guarded write of the active controller, which fails if a submit
+//! committed since it looked (every submit bumps `keys::REASSIGN_EPOCH`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use metastore::Client;
+use prost::Message;
+use proto::cluster_view::ClusterView;
+use proto::errors::ErrorCode;
+use proto::ferry::*;
+use proto::metastore as pb;
+use proto::{keys, topic_config};
+
+use crate::admin::{at_revision, load_view, put_op, write};
+use crate::reassignment::is_moving;
+
+/// Where a record's auto-remove throttles apply.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// The replicas on one broker.
+    Broker(i32),
+    /// The partitions of one topic.
+    Topic(String),
+}
+
+impl Scope {
+    /// Whether a partition of `topic` in `state` falls in the scope.
+    pub fn touches(&self, topic: &str, state: &PartitionState) -> bool {
+        match self {
+            Scope::Topic(t) => t == topic,
+            Scope::Broker(b) => state.replicas.contains(b),
+        }
+    }
+
+    /// The metastore key of the record holding the scope's configs.
+    pub fn key(&self) -> String {
+        match self {
+            Scope::Broker(b) => keys::broker_config(*b),
+            Scope::Topic(t) => keys::topic(t),
+        }
+    }
+}
+
+/// Whether any partition in the scope is moving.
+pub fn scope_moving(view: &ClusterView, scope: &Scope) -> bool {
+    let moving = |t: &str, e: &proto::cluster_view::TopicEntry| {
+        e.partitions
+            .values()
+            .any(|p| is_moving(&p.state) && scope.touches(t, &p.state))
+    };
+    match scope {
+        Scope::Topic(t) => view.topics.get(t).is_some_and(|e| moving(t, e)),
+        Scope::Broker(_) => view.topics.iter().any(|(t, e)| moving(t, e)),
+    }
+}
+
+/// Whether a record's auto-remove throttles go now: armed, and nothing in scope moves.
+pub fn due(auto: &AutoRemove, scope_moving: bool) -> bool {
+    auto.armed && !auto.keys.is_empty() && !scope_moving
+}
+
+/// The record's auto-remove set armed, or `None` when there is nothing to arm.
+pub fn armed(auto: &AutoRemove) -> Option<AutoRemove> {
+    (!auto.armed && !auto.keys.is_empty()).then(|| AutoRemove {
+        keys: auto.keys.clone(),
+        armed: true,
+    })
+}
+
+/// Removes the auto-remove keys from `config`; the auto-remove set is then empty.
+pub fn remove_auto(config: &mut HashMap<String, String>, auto: &mut AutoRemove) {
+    for k in auto.keys.drain(..) {
+        config.remove(&k);
+    }
+    auto.armed = false;
+}
+
+/// Sets (`Some(v)`), removes (`Some("")`) or leaves (`None`) one throttle key, marking it
+/// auto-remove or hand-kept.
+fn set_key(
+    config: &mut HashMap<String, String>,
+    auto: &mut AutoRemove,
+    key: &str,
+    value: Option<String>,
+    auto_remove: bool,
+) {
+    let Some(v) = value else {
+        return;
+    };
+    auto.keys.retain(|k| k != key);
+    if v.is_empty() {
+        config.remove(key);
+        return;
+    }
+    config.insert(key.to_string(), v);
+    if auto_remove {
+        auto.keys.push(key.to_string());
+        auto.keys.sort();
+    }
+}
+
+/// One record's next configs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordWrite {
+    /// The record's scope.
+    pub scope: Scope,
+    /// The revision it was read at (0: not stored yet).
+    pub revision: u64,
+    /// Its next configs.
+    pub config: HashMap<String, String>,
+    /// Its next auto-remove set.
+    pub auto: AutoRemove,
+}
+
+/// Stored broker config records: by broker id, the record and its revision.
+pub type BrokerConfigs = BTreeMap<i32, (BrokerConfigRecord, u64)>;
+
+fn rate(field: &str, r: Option<i64>) -> Result<Option<String>, (ErrorCode, String)> {
+    match r {
+        Some(r) if r < 0 => Err((
+            ErrorCode::INVALID_THROTTLE,
+            format!("{field}: {r} bytes/s; a throttle must be 0 (remove) or greater"),
+        )),
+        Some(0) => Ok(Some(String::new())),
+        Some(r) => Ok(Some(r.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// Checks an AlterThrottles request against the cluster and plans each record's write. Every
+/// entry is checked before anything is planned; the first bad one refuses the request.
+pub fn plan(
+    req: &AlterThrottlesRequest,
+    view: &ClusterView,
+    brokers: &BrokerConfigs,
+) -> Result<Vec<RecordWrite>, (ErrorCode, String)> {
+    let mut out: BTreeMap<Scope, RecordWrite> = BTreeMap::new();
+    for b in &req.brokers {
+        let name = format!("broker {}", b.broker);
+        if !view.brokers.contains_key(&b.broker) {
+            return Err((
+                ErrorCode::BROKER_NOT_AVAILABLE,
+                format!("{name}: not a registered broker"),
+            ));
+        }
+        let leader = rate(&format!("{name}: leader_rate"), b.leader_rate)?;
+        let follower = rate(&format!("{name}: follower_rate"), b.follower_rate)?;
+        let scope = Scope::Broker(b.broker);
+        let w = out.entry(scope.clone()).or_insert_with(|| {
+            let (rec, revision) = brokers.get(&b.broker).cloned().unwrap_or_default();
+            RecordWrite {
+                scope,
+                revision,
+                config: rec.config,
+                auto: rec.auto_remove.unwrap_or_default(),
+            }
+        });
+        set_key(
+            &mut w.config,
+            &mut w.auto,
+            topic_config::LEADER_THROTTLED_RATE,
+            leader,
+            b.auto_remove,
+        );
+        set_key(
+            &mut w.config,
+            &mut w.auto,
+            topic_config::FOLLOWER_THROTTLED_RATE,
+            follower,
+            b.auto_remove,
+        );
+    }
+    for t in &req.topics {
+        let entry = view
+            .topics
+            .get(&t.topic)
+            .filter(|e| e.record.is_some())
+            .ok_or_else(|| {
+                (
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("topic {:?}: does not exist", t.topic),
+                )
+            })?;
+        let lists = [
+            (topic_config::LEADER_THROTTLED_REPLICAS, &t.leader_replicas),
+            (topic_config::FOLLOWER_THROTTLED_REPLICAS, &t.follower_replicas),
+        ];
+        let given: HashMap<String, String> = lists
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.clone())))
+            .collect();
+        topic_config::validate(&given).map_err(|e| (ErrorCode::INVALID_CONFIG, format!("topic {:?}: {e}", t.topic)))?;
+        let scope = Scope::Topic(t.topic.clone());
+        let w = out.entry(scope.clone()).or_insert_with(|| {
+            let rec = entry.record.clone().unwrap_or_default();
+            RecordWrite {
+                scope,
+                revision: entry.mod_revision,
+                config: rec.config,
+                auto: rec.auto_remove.unwrap_or_default(),
+            }
+        });
+        for (k, v) in lists {
+            set_key(&mut w.config, &mut w.auto, k, v.clone(), t.auto_remove);
+        }
+    }
+    // A scope with a reassignment already running is armed at once: its end removes the throttle.
+    for w in out.values_mut() {
+        if !w.auto.keys.is_empty() && scope_moving(view, &w.scope) {
+            w.auto.armed = true;
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+/// The put of a record write: a topic record keeps everything but its configs.
+fn record_op(w: &RecordWrite, view: &ClusterView) -> pb::Op {
+    let auto = (!w.auto.keys.is_empty()).then(|| w.auto.clone());
+    match &w.scope {
+        Scope::Broker(_) => put_op(
+            w.scope.key(),
+            &BrokerConfigRecord {
+                config: w.config.clone(),
+                auto_remove: auto,
+            },
+        ),
+        Scope::Topic(t) => {
+            let rec = view.topics.get(t).and_then(|e| e.record.clone()).unwrap_or_default();
+            put_op(
+                w.scope.key(),
+                &TopicRecord {
+                    config: w.config.clone(),
+                    auto_remove: auto,
+                    ..rec
+                },
+            )
+        }
+    }
+}
+
+/// Reads every broker config record.
+pub async fn load_broker_configs(client: &Client) -> Result<BrokerConfigs, metastore::ClientError> {
+    let resp = client
+        .range_req(pb::RangeRequest {
+            prefix: keys::BROKER_CONFIGS.into(),
+            ..Default::default()
+        })
+        .await?;
+    Ok(resp
+        .kvs
+        .iter()
+        .filter_map(|kv| {
+            let id: i32 = kv.key.strip_prefix(keys::BROKER_CONFIGS)?.parse().ok()?;
+            let rec = BrokerConfigRecord::decode(kv.value.as_ref()).ok()?;
+            Some((id, (rec, kv.mod_revision)))
+        })
+        .collect())
+}
+
+/// AlterThrottles: checked whole, then one guarded write.
+pub async fn alter(
+    client: &Client,
+    req: AlterThrottlesRequest,
+) -> Result<AlterThrottlesResponse, metastore::ClientError> {
+    for _ in 0..5 {
+        let view = load_view(client).await?;
+        let brokers = load_broker_configs(client).await?;
+        let writes = match plan(&req, &view, &brokers) {
+            Ok(w) => w,
+            Err((code, message)) => {
+                return Ok(AlterThrottlesResponse {
+                    error_code: code.0,
+                    error_message: format!("nothing was changed: {message}"),
+                })
+            }
+        };
+        if req.validate_only || writes.is_empty() {
+            return Ok(AlterThrottlesResponse::default());
+        }
+        let guards = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
+        let ops = writes.iter().map(|w| record_op(w, &view)).collect();
+        if write(client, guards, ops).await? {
+            return Ok(AlterThrottlesResponse::default());
+        }
+    }
+    Ok(AlterThrottlesResponse {
+        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
+        error_message: "the configs kept changing; retry".into(),
+    })
+}
+
+/// The records a submit arms: those with unarmed auto-remove throttles whose scope one of the
+/// submitted partitions (`(topic, next state)`) touches. Each comes with the guard and the put.
+pub fn arming(
+    view: &ClusterView,
+    brokers: &BrokerConfigs,
+    submitted: &[(String, PartitionState)],
+) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+    let touched = |scope: &Scope| submitted.iter().any(|(t, s)| scope.touches(t, s));
+    let mut writes = Vec::new();
+    for (id, (rec, rev)) in brokers {
+        let scope = Scope::Broker(*id);
+        if let Some(auto) = rec.auto_remove.as_ref().and_then(armed).filter(|_| touched(&scope)) {
+            writes.push(RecordWrite {
+                scope,
+                revision: *rev,
+                config: rec.config.clone(),
+                auto,
+            });
+        }
+    }
+    for (t, e) in &view.topics {
+        let Some(rec) = &e.record else { continue };
+        let scope = Scope::Topic(t.clone());
+        if let Some(auto) = rec.auto_remove.as_ref().and_then(armed).filter(|_| touched(&scope)) {
+            writes.push(RecordWrite {
+                scope,
+                revision: e.mod_revision,
+                config: rec.config.clone(),
+                auto,
+            });
+        }
+    }
+    let guards = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
+    let ops = writes.iter().map(|w| record_op(w, view)).collect();
+    (guards, ops)
+}
+
+/// The records whose auto-remove throttles are due (armed, nothing in scope moving), as writes
+/// that remove them.
+pub fn removals(view: &ClusterView, brokers: &BrokerConfigs) -> Vec<RecordWrite> {
+    let mut out = Vec::new();
+    let mut consider = |scope: Scope, revision: u64, config: &HashMap<String, String>, auto: Option<&AutoRemove>| {
+        let Some(auto) = auto else { return };
+        if due(auto, scope_moving(view, &scope)) {
+            let (mut config, mut auto) = (config.clone(), auto.clone());
+            remove_auto(&mut config, &mut auto);
+            out.push(RecordWrite {
+                scope,
+                revision,
+                config,
+                auto,
+            });
+        }
+    };
+    for (id, (rec, rev)) in brokers {
+        consider(Scope::Broker(*id), *rev, &rec.config, rec.auto_remove.as_ref());
+    }
+    for (t, e) in &view.topics {
+        if let Some(rec) = &e.record {
+            consider(
+                Scope::Topic(t.clone()),
+                e.mod_revision,
+                &rec.config,
+                rec.auto_remove.as_ref(),
+            );
+        }
+    }
+    out
+}
+
+/// Removes the auto-remove throttles that are due, each in a write guarded by its record and by
+/// the submit epoch (a submit since `view` was read may have armed them again), and by `extra`
+/// (the controller's term). Returns how many were removed.
+pub async fn remove_due(
+    client: &Client,
+    view: &ClusterView,
+    extra: pb::Guard,
+) -> Result<usize, metastore::ClientError> {
+    let brokers = load_broker_configs(client).await?;
+    let due = removals(view, &brokers);
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
+    let mut removed = 0;
+    for w in &due {
+        let guards = vec![
+            at_revision(w.scope.key(), w.revision),
+            at_revision(keys::REASSIGN_EPOCH.into(), epoch),
+            extra.clone(),
+        ];
+        if write(client, guards, vec![record_op(w, view)]).await? {
+            tracing::info!(scope = ?w.scope, "removed auto-remove throttles: no reassignment in scope moves");
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view_with(moving: bool) -> ClusterView {
+        let mut v = ClusterView::default();
+        v.brokers.insert(1, BrokerRegistration::default());
+        v.brokers.insert(2, BrokerRegistration::default());
+        let topic = TopicEntry {
+            record: Some(TopicRecord::default()),
+            mod_revision: 5,
+            partitions: [(
+                0,
+                PartitionEntry {
+                    state: PartitionState {
+                        replicas: vec![2, 1],
+                        adding: if moving { vec![2] } else { vec![] },
+                        removing: if moving { vec![1] } else { vec![] },
+                        ..Default::default()
+                    },
+                    mod_revision: 6,
+                },
+            )]
+            .into(),
+        };
+        v.topics.insert("t".into(), topic);
+        v
+    }
+    use proto::cluster_view::{PartitionEntry, TopicEntry};
+
+    fn req(auto_remove: bool) -> AlterThrottlesRequest {
+        AlterThrottlesRequest {
+            brokers: vec![BrokerThrottle {
+                broker: 2,
+                leader_rate: Some(1000),
+                follower_rate: Some(2000),
+                auto_remove,
+            }],
+            topics: vec![TopicThrottle {
+                topic: "t".into(),
+                leader_replicas: Some("*".into()),
+                follower_replicas: None,
+                auto_remove,
+            }],
+            validate_only: false,
+        }
+    }
+
+    #[test]
+    fn bad_entries_are_named() {
+        let v = view_with(false);
+        let mut r = req(true);
+        r.brokers[0].broker = 9;
+        assert_eq!(
+            plan(&r, &v, &BTreeMap::new()).unwrap_err().0,
+            ErrorCode::BROKER_NOT_AVAILABLE
+        );
+        let mut r = req(true);
+        r.brokers[0].leader_rate = Some(-5);
+        let (code, msg) = plan(&r, &v, &BTreeMap::new()).unwrap_err();
+        assert_eq!(code, ErrorCode::INVALID_THROTTLE);
+        assert!(msg.contains("broker 2: leader_rate"), "{msg}");
+        let mut r = req(true);
+        r.topics[0].topic = "nope".into();
+        assert_eq!(
+            plan(&r, &v, &BTreeMap::new()).unwrap_err().0,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+        );
+        let mut r = req(true);
+        r.topics[0].leader_replicas = Some("x:y".into());
+        assert_eq!(plan(&r, &v, &BTreeMap::new()).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+    }
+
+    #[test]
+    fn auto_remove_throttles_arm_with_a_move_and_go_when_it_ends_and_manual_ones_stay() {
+        let quiet = view_with(false);
+        let hand = BrokerConfigRecord {
+            config: [("leader.replication.throttled.rate".to_string(), "7".to_string())].into(),
+            auto_remove: None,
+        };
+        let brokers: BrokerConfigs = [(2, (hand, 3))].into();
+        let mut r = req(true);
+        r.brokers[0].leader_rate = None; // the hand-set leader rate stays as it is
+        let writes = plan(&r, &quiet, &brokers).unwrap();
+        let b = writes.iter().find(|w| w.scope == Scope::Broker(2)).unwrap();
+        assert_eq!(b.auto.keys, vec!["follower.replication.throttled.rate".to_string()]);
+        assert!(!b.auto.armed, "nothing moves yet: it waits for a reassignment");
+        assert_eq!(b.config["leader.replication.throttled.rate"], "7");
+
+        // Stored, then a submit touching broker 2 arms both records.
+        let stored: BrokerConfigs = [(
+            2,
+            (
+                BrokerConfigRecord {
+                    config: b.config.clone(),
+                    auto_remove: Some(b.auto.clone()),
+                },
+                4,
+            ),
+        )]
+        .into();
+        let t = writes.iter().find(|w| w.scope == Scope::Topic("t".into())).unwrap();
+        let mut moving = view_with(true);
+        if let Some(e) = moving.topics.get_mut("t") {
+            e.record = Some(TopicRecord {
+                config: t.config.clone(),
+                auto_remove: Some(t.auto.clone()),
+                ..Default::default()
+            });
+        }
+        let state = moving.topics["t"].partitions[&0].state.clone();
+        let (guards, ops) = arming(&moving, &stored, &[("t".into(), state)]);
+        assert_eq!((guards.len(), ops.len()), (2, 2));
+        assert!(removals(&moving, &stored).is_empty(), "not armed yet");
+
+        // Armed and still moving: kept. Armed and quiet: removed, the hand-set rate kept.
+        let armed_rec = |r: &BrokerConfigRecord| BrokerConfigRecord {
+            auto_remove: r.auto_remove.as_ref().map(|a| AutoRemove {
+                armed: true,
+                ..a.clone()
+            }),
+            ..r.clone()
+        };
+        let armed_brokers: BrokerConfigs = stored.iter().map(|(k, (r, v))| (*k, (armed_rec(r), *v))).collect();
+        assert!(removals(&moving, &armed_brokers).is_empty());
+        let done = view_with(false);
+        let gone = removals(&done, &armed_brokers);
+        assert_eq!(gone.len(), 1);
+        assert_eq!(
+            gone[0].config,
+            [("leader.replication.throttled.rate".to_string(), "7".to_string())].into()
+        );
+        assert!(gone[0].auto.keys.is_empty());
+    }
+
+    #[test]
+    fn a_throttle_set_while_its_scope_moves_is_armed_at_once() {
+        let writes = plan(&req(true), &view_with(true), &BTreeMap::new()).unwrap();
+        assert!(writes.iter().all(|w| w.auto.armed));
+        let writes = plan(&req(false), &view_with(true), &BTreeMap::new()).unwrap();
+        assert!(
+            writes.iter().all(|w| w.auto.keys.is_empty()),
+            "hand-kept throttles are not auto"
+        );
+    }
+}
