@@ -66,7 +66,17 @@ fn init_tracing(default: &str) {
         .init();
 }
 
+/// Turns transparent huge pages off for this process. mimalloc asks for them and returns freed
+/// memory to the kernel, so every later touch of such a region faults in and zeroes 2 MiB: about
+/// 7% of a metastore node's CPU under a put load. Without them, 7-10% more puts per second.
+fn no_huge_pages() {
+    // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours; a failure
+    // (an old kernel) only leaves huge pages on.
+    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+}
+
 fn main() {
+    no_huge_pages();
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
     // `ferry node --config FILE` fills what no flag or FERRY_* variable gave, before the runtime
