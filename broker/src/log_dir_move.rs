@@ -367,7 +367,8 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
                 }
                 let r2 = r.clone();
                 let counted = core.metrics.dir_move_bytes.clone();
-                match tokio::task::spawn_blocking(move || swap(&r2, &counted)).await {
+                let pause_ms = core.config.swap_pause_ms;
+                match tokio::task::spawn_blocking(move || swap(&r2, &counted, pause_ms)).await {
                     Ok(Ok(Some(old))) => {
                         tracing::info!(replica = %r.name(), "log dir move done");
                         r.notify();
@@ -446,7 +447,7 @@ fn copy_step(r: &Replica, chunk: usize, whole_files: bool) -> Result<Step, LogEr
 
 /// Swaps the caught-up future log in under the log's lock; returns the replaced folder, to be
 /// removed in the background. The bytes copied on the way count into `copied`.
-fn swap(r: &Replica, copied: &prometheus::IntCounter) -> Result<Option<PathBuf>, LogError> {
+fn swap(r: &Replica, copied: &prometheus::IntCounter, pause_ms: u64) -> Result<Option<PathBuf>, LogError> {
     let mut log = r.log.lock();
     let mut fut = r.future.lock();
     let Some(f) = fut.as_mut() else {
@@ -480,6 +481,10 @@ fn swap(r: &Replica, copied: &prometheus::IntCounter) -> Result<Option<PathBuf>,
         std::fs::remove_dir_all(&replaced).map_err(|e| crate::partition_log::io_err("remove", &replaced, e))?;
     }
     rename_durably(&current, &replaced)?;
+    if pause_ms > 0 {
+        tracing::warn!(replica = %name, pause_ms, "test hook: pausing between the swap's renames");
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+    }
     rename_durably(&future, &target)?;
     let opened = PartitionLog::open(&target, cfg)?;
     // The old log's open files point into the renamed folder; they close here.

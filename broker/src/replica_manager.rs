@@ -42,6 +42,9 @@ pub struct DataConfig {
     pub dir_move_parallelism: usize,
     /// How often each log dir is probed with a small synced write.
     pub dir_probe_interval_ms: u64,
+    /// Test hook: a dir move's swap waits this long between its two renames, so that a test can
+    /// kill the broker there. 0 (the default) in normal use.
+    pub swap_pause_ms: u64,
 }
 
 impl Default for DataConfig {
@@ -55,6 +58,7 @@ impl Default for DataConfig {
             replica_fetch_max_bytes: 8 << 20,
             dir_move_parallelism: 4,
             dir_probe_interval_ms: 5_000,
+            swap_pause_ms: 0,
         }
     }
 }

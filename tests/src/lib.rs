@@ -212,6 +212,7 @@ pub struct ProcNode {
     /// Its address.
     pub addr: String,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -250,6 +251,7 @@ impl ProcNode {
             id,
             addr: addr.to_string(),
             args,
+            envs: Vec::new(),
             child: None,
         }
     }
@@ -258,6 +260,14 @@ impl ProcNode {
     pub fn with_args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| a.to_string()));
         self
+    }
+
+    /// Sets (`Some`) or clears (`None`) an environment variable for the next [`ProcNode::spawn`].
+    pub fn set_env(&mut self, key: &str, value: Option<&str>) {
+        self.envs.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.envs.push((key.to_string(), v.to_string()));
+        }
     }
 
     /// Freezes the process (SIGSTOP): it holds its sockets but answers nothing.
@@ -284,6 +294,7 @@ impl ProcNode {
     pub fn spawn(&mut self) {
         let child = Command::new(ferry_bin())
             .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env(
                 "RUST_LOG",
                 std::env::var("FERRY_TEST_NODE_LOG").unwrap_or_else(|_| "error".into()),

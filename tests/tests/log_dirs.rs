@@ -1,6 +1,7 @@
 //! JBOD in a real cluster (3 quorum-and-broker nodes and broker 4 with two log dirs, as
-//! processes): a move under produce load, SIGKILL at random points of moves, a failed dir, a
-//! reassignment with `log_dirs`, and bad requests that change nothing.
+//! processes): a move under produce load, SIGKILL at random points of moves and between the
+//! renames of a swap, a failed dir, a reassignment with `log_dirs`, and bad requests that change
+//! nothing.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -248,6 +249,57 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
         );
     }
     assert!(killed_mid_copy >= 3, "only {killed_mid_copy} kills landed mid-copy");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_between_the_swaps_renames_is_finished_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = start(dir.path());
+    let c = f.client.clone();
+    create(&c, "w", vec![vec![4]], &[]).await;
+    produce_n(&c, "w", 0, 50, 100, 100).await;
+    let want = read_all(&c, "w", 0).await;
+    assert_eq!(want.len(), 5000);
+    // Broker 4 again, now holding each swap for a while between its two renames.
+    let four = f.nodes.get_mut(&4).unwrap();
+    four.kill();
+    four.set_env("FERRY_TEST_DIR_MOVE_SWAP_PAUSE_MS", Some("5000"));
+    four.spawn();
+    wait_until(Duration::from_secs(60), "w-0 served again", || async {
+        placement(&describe(&c).await, "w", 0).0.is_some()
+    })
+    .await;
+    let d = describe(&c).await;
+    let to = other_dir(&d, &placement(&d, "w", 0).0.unwrap());
+    move_replica(&f, "w-0", &to);
+    // Between the renames: the current folder is `.delete` already, the new one still `.move`.
+    let between = || {
+        let names: Vec<String> = folders(dir.path(), "w", 0)
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        names.contains(&"w-0.delete".to_string()) && names.contains(&"w-0.move".to_string())
+    };
+    wait_until(Duration::from_secs(60), "the swap's first rename", || async {
+        between()
+    })
+    .await;
+    let four = f.nodes.get_mut(&4).unwrap();
+    four.kill();
+    assert!(between(), "the kill landed between the renames");
+    four.set_env("FERRY_TEST_DIR_MOVE_SWAP_PAUSE_MS", None);
+    four.spawn();
+    wait_until(
+        Duration::from_secs(60),
+        "the swap finished after the restart",
+        || async {
+            placement(&describe(&c).await, "w", 0) == (Some(to.clone()), false)
+                && folders(dir.path(), "w", 0).len() == 1
+        },
+    )
+    .await;
+    assert_eq!(folders(dir.path(), "w", 0)[0], PathBuf::from(&to).join("w-0"));
+    assert_eq!(read_all(&c, "w", 0).await, want, "no record lost or changed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

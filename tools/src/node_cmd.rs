@@ -234,6 +234,11 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
         replica_lag_max_ms: a.replica_lag_time_max_ms,
         dir_probe_interval_ms: a.log_dir_probe_interval_ms,
         dir_move_parallelism: a.num_replica_alter_log_dirs_threads,
+        // A test hook, not a setting: see `DataConfig::swap_pause_ms`.
+        swap_pause_ms: std::env::var("FERRY_TEST_DIR_MOVE_SWAP_PAUSE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
         ..Default::default()
     };
     data.log.segment_bytes = a.segment_bytes;

@@ -473,8 +473,10 @@ async fn run_load<B: Backend>(
                 let res = match w {
                     Workload::Put => backend.put(&key(rng.random_range(0..keys)), value.clone()).await,
                     Workload::Txn10 => {
-                        let kvs = (0..10)
-                            .map(|_| (key(rng.random_range(0..keys)), value.clone()))
+                        // Ten distinct keys: etcd refuses a transaction that names a key twice.
+                        let kvs = rand::seq::index::sample(&mut rng, keys, 10.min(keys))
+                            .iter()
+                            .map(|k| (key(k), value.clone()))
                             .collect();
                         backend.put_all(kvs).await
                     }
