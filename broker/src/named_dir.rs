@@ -64,7 +64,14 @@ pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDir
     }
     let current = r.log.lock().dir().parent().map(Path::to_path_buf)?;
     let action = {
-        let fut = r.future.lock();
+        let mut fut = r.future.lock();
+        // A move resumed after a restart does not know who started it: one to the dir still
+        // named is the reassignment's, so that a cancel stops it.
+        if let (Some(named), Some(f)) = (pending_dir(core.id, &meta), fut.as_mut()) {
+            if f.dest == Path::new(named) {
+                f.for_reassignment = true;
+            }
+        }
         let running = fut.as_ref().map(|f| RunningMove {
             dest: &f.dest,
             for_reassignment: f.for_reassignment,

@@ -428,9 +428,9 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                         tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "log dir report refused");
                         retry_after.insert(tp, now + Duration::from_secs(1));
                     }
-                    if let Some(state) = resp.state {
-                        r.apply_metadata(&state);
-                    }
+                    // The answer's state is left to the metadata watch: a report that completes
+                    // the move may change the leader, and the watch is what restarts fetchers.
+                    // Until it arrives, a repeated report is answered with no change.
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(replica = %r.name(), error = %e, "log dir report failed");

@@ -153,6 +153,12 @@ async fn wait_until_deposed(
     }
 }
 
+async fn remove_auto_throttles(client: &Client, view: &ClusterView, term: u64) {
+    if let Err(e) = crate::throttles::remove_due(client, view, term_guard(term)).await {
+        tracing::debug!(error = %e, "removing auto-remove throttles failed; retried at the next pass");
+    }
+}
+
 async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) {
     let record = ControllerRecord {
         id: node_id,
@@ -215,19 +221,17 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
         if !loaded {
             continue;
         }
-        // Auto-remove throttles whose scope stopped moving go; looked at when a move may have
-        // ended (a changed partition is quiet) and on every tick.
+        // Auto-remove throttles whose scope stopped moving go after this pass's writes (they must
+        // not delay elections); looked at when a move may have ended and on every tick.
         let ended = changed.iter().any(|(t, p)| {
             view.partition(t, *p)
                 .is_some_and(|e| !reassignment::is_moving(&e.state))
         });
-        if full || ended {
-            if let Err(e) = crate::throttles::remove_due(client, &view, term_guard(term)).await {
-                tracing::debug!(error = %e, "removing auto-remove throttles failed; retried at the next pass");
-            }
-        }
         let plan = plan_pass(&view, rebalance, (!full).then_some(&changed));
         if plan.is_empty() {
+            if full || ended {
+                remove_auto_throttles(client, &view, term).await;
+            }
             continue;
         }
         let results: Vec<_> = futures::stream::iter(plan)
@@ -250,6 +254,9 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
             .await;
         if results.iter().any(|r| r.is_err()) {
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if full || ended {
+            remove_auto_throttles(client, &view, term).await;
         }
     }
 }

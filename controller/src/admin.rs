@@ -447,6 +447,12 @@ impl Admin for AdminService {
                                 key: keys::topic(&name),
                             })),
                         },
+                        // A move of a deleted topic must not come back with a topic of its name.
+                        pb::Op {
+                            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
+                                prefix: format!("{}{name}/", keys::REASSIGNMENTS),
+                            })),
+                        },
                     ];
                     let guards = vec![at_revision(keys::topic(&name), t.mod_revision)];
                     if write(&self.client, guards, ops).await.map_err(status)? {

@@ -176,7 +176,9 @@ fn plan_alter(
                         sub.record.as_ref(),
                         existing.is_some(),
                     );
-                    submitted.push((topic.to_string(), sub.state));
+                    if reassignment::is_moving(&sub.state) {
+                        submitted.push((topic.to_string(), sub.state));
+                    }
                     Ok(c)
                 }
                 None => {

@@ -113,7 +113,7 @@ impl ProgressSamples {
                     .position(|t| t == b)
                     .and_then(|i| e.target_log_dirs.get(i).cloned())
                     .unwrap_or_default();
-                let p = replica_progress(*b, copied + left, copied, last.get(&key).copied(), now);
+                let p = replica_progress(*b, copied.saturating_add(left), copied, last.get(&key).copied(), now);
                 e.progress.push(ReplicaProgress { log_dir: dir, ..p });
                 next.insert(key, Sample { at: now, copied });
             }

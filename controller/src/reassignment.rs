@@ -98,7 +98,8 @@ pub fn validate_dirs(
         let Some(reg) = brokers.get(b) else {
             continue; // validate_target names the unregistered broker
         };
-        if !reg.log_dirs.contains(&d) {
+        let same = |x: &String| std::path::Path::new(x) == std::path::Path::new(&d);
+        if !reg.log_dirs.iter().any(same) {
             return Err((
                 ErrorCode::LOG_DIR_NOT_FOUND,
                 format!(
@@ -107,7 +108,7 @@ pub fn validate_dirs(
                 ),
             ));
         }
-        if reg.offline_log_dirs.contains(&d) {
+        if reg.offline_log_dirs.iter().any(same) {
             return Err((
                 ErrorCode::KAFKA_STORAGE_ERROR,
                 format!("log dir '{d}' of broker {b} is offline"),
@@ -273,7 +274,8 @@ pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeS
         return None;
     }
     let i = state.replicas.iter().position(|r| *r == broker)?;
-    if state.log_dirs.get(i).map(String::as_str) != Some(dir) {
+    // As paths: `/d/a/` and `/d/a` are one dir.
+    if state.log_dirs.get(i).map(std::path::Path::new) != Some(std::path::Path::new(dir)) {
         return None;
     }
     let next = PartitionState {

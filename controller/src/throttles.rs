@@ -267,6 +267,9 @@ pub async fn alter(
     req: AlterThrottlesRequest,
 ) -> Result<AlterThrottlesResponse, metastore::ClientError> {
     for _ in 0..5 {
+        // Read before the view and guarded: a submit committed meanwhile (which would not see
+        // these throttles to arm them) makes this request look again, and arm them itself.
+        let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
         let view = load_view(client).await?;
         let brokers = load_broker_configs(client).await?;
         let writes = match plan(&req, &view, &brokers) {
@@ -281,7 +284,8 @@ pub async fn alter(
         if req.validate_only || writes.is_empty() {
             return Ok(AlterThrottlesResponse::default());
         }
-        let guards = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
+        let mut guards: Vec<pb::Guard> = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
+        guards.push(at_revision(keys::REASSIGN_EPOCH.into(), epoch));
         let ops = writes.iter().map(|w| record_op(w, &view)).collect();
         if write(client, guards, ops).await? {
             return Ok(AlterThrottlesResponse::default());
@@ -293,40 +297,46 @@ pub async fn alter(
     })
 }
 
-/// The records a submit arms: those with unarmed auto-remove throttles whose scope one of the
-/// submitted partitions (`(topic, next state)`) touches. Each comes with the guard and the put.
+/// What a submit adds for auto-remove throttles: a guard on the record of every scope the
+/// submitted partitions (`(topic, next state)`) touch, and a put arming each such record that has
+/// unarmed auto-remove throttles. Guarding them all means an AlterThrottles landing between the
+/// submit's read and its write makes the submit read again, so no throttle is left unarmed.
 pub fn arming(
     view: &ClusterView,
     brokers: &BrokerConfigs,
     submitted: &[(String, PartitionState)],
 ) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    let touched = |scope: &Scope| submitted.iter().any(|(t, s)| scope.touches(t, s));
-    let mut writes = Vec::new();
-    for (id, (rec, rev)) in brokers {
-        let scope = Scope::Broker(*id);
-        if let Some(auto) = rec.auto_remove.as_ref().and_then(armed).filter(|_| touched(&scope)) {
-            writes.push(RecordWrite {
+    let mut scopes = std::collections::BTreeSet::new();
+    for (t, s) in submitted {
+        scopes.insert(Scope::Topic(t.clone()));
+        scopes.extend(s.replicas.iter().map(|b| Scope::Broker(*b)));
+    }
+    let (mut guards, mut ops) = (Vec::new(), Vec::new());
+    for scope in scopes {
+        let (revision, config, auto) = match &scope {
+            Scope::Broker(b) => match brokers.get(b) {
+                Some((rec, rev)) => (*rev, rec.config.clone(), rec.auto_remove.clone()),
+                None => (0, HashMap::new(), None),
+            },
+            Scope::Topic(t) => match view.topics.get(t) {
+                Some(e) => {
+                    let rec = e.record.clone().unwrap_or_default();
+                    (e.mod_revision, rec.config, rec.auto_remove)
+                }
+                None => continue,
+            },
+        };
+        guards.push(at_revision(scope.key(), revision));
+        if let Some(auto) = auto.as_ref().and_then(armed) {
+            let w = RecordWrite {
                 scope,
-                revision: *rev,
-                config: rec.config.clone(),
+                revision,
+                config,
                 auto,
-            });
+            };
+            ops.push(record_op(&w, view));
         }
     }
-    for (t, e) in &view.topics {
-        let Some(rec) = &e.record else { continue };
-        let scope = Scope::Topic(t.clone());
-        if let Some(auto) = rec.auto_remove.as_ref().and_then(armed).filter(|_| touched(&scope)) {
-            writes.push(RecordWrite {
-                scope,
-                revision: e.mod_revision,
-                config: rec.config.clone(),
-                auto,
-            });
-        }
-    }
-    let guards = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
-    let ops = writes.iter().map(|w| record_op(w, view)).collect();
     (guards, ops)
 }
 
@@ -371,12 +381,14 @@ pub async fn remove_due(
     view: &ClusterView,
     extra: pb::Guard,
 ) -> Result<usize, metastore::ClientError> {
-    let brokers = load_broker_configs(client).await?;
-    let due = removals(view, &brokers);
-    if due.is_empty() {
+    if removals(view, &load_broker_configs(client).await?).is_empty() {
         return Ok(0);
     }
+    // The followed view may lag behind a submit that armed a throttle: decide again on a view
+    // read after the epoch, so that such a submit is either in that view or fails the guard.
     let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
+    let view = &load_view(client).await?;
+    let due = removals(view, &load_broker_configs(client).await?);
     let mut removed = 0;
     for w in &due {
         let guards = vec![
@@ -504,7 +516,8 @@ mod tests {
         }
         let state = moving.topics["t"].partitions[&0].state.clone();
         let (guards, ops) = arming(&moving, &stored, &[("t".into(), state)]);
-        assert_eq!((guards.len(), ops.len()), (2, 2));
+        // Guards on topic t and brokers 1 and 2; puts arming t and broker 2 (1 has no record).
+        assert_eq!((guards.len(), ops.len()), (3, 2));
         assert!(removals(&moving, &stored).is_empty(), "not armed yet");
 
         // Armed and still moving: kept. Armed and quiet: removed, the hand-set rate kept.

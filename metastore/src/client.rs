@@ -318,8 +318,9 @@ impl Client {
         }
         if let Some(l) = self.leading_local() {
             // Not retried elsewhere: that would need a copy of a request that may be large. A
-            // leadership change meanwhile fails the call, and the caller retries it (with the
-            // same request id it applies once).
+            // leadership change meanwhile fails the call as Unavailable, though the transaction
+            // may have applied; callers guard their transactions, so a retry of theirs cannot
+            // apply it twice.
             use proto::metastore::metastore_server::Metastore;
             return l
                 .service
