@@ -227,19 +227,30 @@ impl BrokerCore {
         }
     }
 
-    /// The rate (bytes/s) at which this broker, following `r`, may fetch, or `None`: the
-    /// operator's `follower.replication.throttled.rate` on this broker, for a replica the
-    /// topic's `follower.replication.throttled.replicas` names, while it is out of the ISR.
+    /// The rate (bytes/s) at which this broker, following `r`, may fetch, or `None`, while it is
+    /// out of the ISR: a throttle owned by the partition's reassignment when this replica is
+    /// being added (so both ends hold it back, as Kafka throttles both), and the operator's
+    /// `follower.replication.throttled.rate` on this broker for a replica the topic's
+    /// `follower.replication.throttled.replicas` names; the lower rate wins.
     pub fn follower_throttle(&self, r: &Replica) -> Option<u64> {
-        if r.state.lock().meta.isr.contains(&self.id) {
-            return None;
-        }
-        self.manual_throttle(
+        let owned = {
+            let st = r.state.lock();
+            let m = &st.meta;
+            if m.isr.contains(&self.id) {
+                return None;
+            }
+            (m.throttle_rate > 0 && m.adding.contains(&self.id)).then_some(m.throttle_rate)
+        };
+        let manual = self.manual_throttle(
             r,
             proto::topic_config::FOLLOWER_THROTTLED_REPLICAS,
             proto::topic_config::FOLLOWER_THROTTLED_RATE,
             self.id,
-        )
+        );
+        match (owned, manual) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// A throttle set by hand: the broker's `rate_key` when the topic's `replicas_key` lists
