@@ -680,6 +680,16 @@ impl Admin for AdminService {
         }
     }
 
+    async fn describe_log_dirs(
+        &self,
+        req: Request<AdminDescribeLogDirsRequest>,
+    ) -> Result<Response<AdminDescribeLogDirsResponse>, Status> {
+        let req = req.into_inner();
+        let view = load_view(&self.client).await.map_err(status)?;
+        let brokers = crate::log_dirs::describe_log_dirs(&view, &self.channels, &req.brokers, &req.topics).await;
+        Ok(Response::new(AdminDescribeLogDirsResponse { brokers }))
+    }
+
     async fn alter_throttles(
         &self,
         req: Request<AlterThrottlesRequest>,

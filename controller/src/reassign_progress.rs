@@ -4,12 +4,11 @@
 //! to the log dir its reassignment names reports its future log's size and what is left.
 
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use proto::cluster_view::ClusterView;
-use proto::ferry::broker_client::BrokerClient;
-use proto::ferry::{DescribeLogDirsRequest, OngoingReassignment, ReplicaProgress};
+use proto::ferry::{OngoingReassignment, ReplicaProgress};
 
 /// A replica: (topic, partition, broker).
 pub type ReplicaKey = (String, u32, i32);
@@ -136,22 +135,13 @@ pub async fn replica_sizes(
         topics.insert(e.topic.clone());
     }
     let topics: Vec<String> = topics.into_iter().collect();
-    let calls = brokers.into_iter().filter_map(|b| {
-        let endpoint = view.brokers.get(&b)?.endpoint.clone();
-        let channel = channels.channel(&endpoint).ok()?;
-        let topics = topics.clone();
-        Some(async move {
-            let mut c = BrokerClient::new(channel).max_decoding_message_size(1 << 30);
-            let call = c.describe_log_dirs(DescribeLogDirsRequest { topics });
-            let r = tokio::time::timeout(Duration::from_secs(5), call).await.ok()?.ok()?;
-            Some((b, r.into_inner()))
-        })
-    });
+    let brokers: Vec<i32> = brokers.into_iter().collect();
     let mut sizes = ReplicaSizes::default();
-    for (b, r) in futures::future::join_all(calls).await.into_iter().flatten() {
+    for answer in crate::log_dirs::describe_log_dirs(view, channels, &brokers, &topics).await {
+        let Some(r) = answer.log_dirs else { continue };
         for d in r.dirs {
             for rep in d.replicas {
-                let key = (rep.topic, rep.partition, b);
+                let key = (rep.topic, rep.partition, answer.broker);
                 if rep.is_future {
                     sizes.future.insert(key, (rep.size, rep.remaining_bytes));
                 } else {
@@ -188,6 +178,7 @@ pub fn totals(entries: &[OngoingReassignment]) -> (u64, u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn left_copied_rate_and_eta() {

@@ -351,6 +351,32 @@ async fn a_failed_dir_goes_offline_and_the_others_keep_serving() {
     let (code, out, _) = ferry(&f, &["log-dirs", "--describe", "--broker-list", "4"]);
     assert_eq!(code, 0);
     assert!(out.contains("\"error\":\"KafkaStorageException:"), "{out}");
+    // The admin service's fan-out shows it too, and names a broker that is not there.
+    let req = AdminDescribeLogDirsRequest {
+        brokers: vec![4, 9],
+        topics: vec![],
+    };
+    let all = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.describe_log_dirs(req).await }
+        })
+        .await
+        .unwrap();
+    let four = all.brokers.iter().find(|b| b.broker == 4).unwrap();
+    assert_eq!(four.error_code, 0, "{four:?}");
+    let dirs = &four.log_dirs.as_ref().unwrap().dirs;
+    assert_eq!(
+        dirs.iter().find(|x| x.path == fd).map(|x| x.error_code),
+        Some(56),
+        "{dirs:?}"
+    );
+    let nine = all.brokers.iter().find(|b| b.broker == 9).unwrap();
+    assert_eq!(nine.error_code, 8, "{nine:?}");
+    assert!(
+        nine.error_message.contains("broker 9: not a registered broker"),
+        "{nine:?}"
+    );
     // g, in the other dir, still has broker 4 in its ISR and as its leader, and both take writes.
     let g = partition_state(&c, "g", 0).await.unwrap();
     assert_eq!(g.leader, 4, "{g:?}");
