@@ -145,6 +145,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         .with_context(|| format!("starting node {id} on {addr}"))?;
         nodes.push(node);
     }
+    let stop = crate::shutdown_signal();
     let bootstrap = layout.nodes.values().cloned().collect::<Vec<_>>().join(",");
     let first = layout.nodes.values().next().cloned().unwrap_or_default();
     if layout.brokers.is_empty() {
@@ -186,7 +187,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     println!("  ferry kv watch / --bootstrap-server {first}");
     println!("  ferry metastore members list --bootstrap-server {first}");
     println!("Stop with Ctrl-C; a second start reuses the data.");
-    crate::shutdown_signal().await;
+    stop.await;
     println!("stopping...");
     // Broker-only nodes first: they deregister through the quorum.
     let broker_only = nodes.split_off(layout.nodes.len());

@@ -178,20 +178,34 @@ async fn run(cli: Cli) {
 pub struct ExitCode(pub i32);
 
 /// Waits for Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    // Handlers are installed here, not at the first poll: a caller that prints "ready" between
+    // the two must not be killed by a SIGTERM sent on seeing it.
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler only fails outside a tokio runtime");
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+        use tokio::signal::unix::{signal, SignalKind};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {},
+                        _ = int.recv() => {},
+                    }
+                }
+                // Outside a runtime (not reached): fall back to Ctrl-C alone.
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

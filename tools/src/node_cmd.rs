@@ -274,11 +274,12 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
         metrics_listen: a.metrics_listen,
     })
     .await?;
+    let stop = crate::shutdown_signal();
     println!("node {id} listening on {}", node.addr);
     if let Some(m) = node.metrics_addr() {
         println!("  metrics: http://{m}/metrics");
     }
-    crate::shutdown_signal().await;
+    stop.await;
     node.shutdown().await;
     Ok(())
 }
