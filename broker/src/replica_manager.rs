@@ -202,51 +202,41 @@ impl BrokerCore {
     }
 
     /// The rate (bytes/s) at which this broker, leading `r`, sends to `follower`, or `None` when
-    /// the follower is not throttled. Only followers out of the ISR are held back; a throttle
-    /// owned by the partition's reassignment applies to its adding replicas, and the operator's
-    /// `leader.replication.throttled.rate` to the replicas the topic's
-    /// `leader.replication.throttled.replicas` names; the lower rate wins.
+    /// the follower is not throttled (see [`BrokerCore::replica_throttle`]).
     pub fn leader_throttle(&self, r: &Replica, follower: i32) -> Option<u64> {
-        let owned = {
-            let st = r.state.lock();
-            let m = &st.meta;
-            if m.isr.contains(&follower) {
-                return None;
-            }
-            (m.throttle_rate > 0 && m.adding.contains(&follower)).then_some(m.throttle_rate)
-        };
-        let manual = self.manual_throttle(
+        self.replica_throttle(
             r,
+            follower,
             proto::topic_config::LEADER_THROTTLED_REPLICAS,
             proto::topic_config::LEADER_THROTTLED_RATE,
-            follower,
-        );
-        match (owned, manual) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        )
     }
 
-    /// The rate (bytes/s) at which this broker, following `r`, may fetch, or `None`, while it is
-    /// out of the ISR: a throttle owned by the partition's reassignment when this replica is
-    /// being added (so both ends hold it back, as Kafka throttles both), and the operator's
-    /// `follower.replication.throttled.rate` on this broker for a replica the topic's
-    /// `follower.replication.throttled.replicas` names; the lower rate wins.
+    /// The rate (bytes/s) at which this broker, following `r`, may fetch, or `None`: both ends of
+    /// a throttled copy hold it back, as Kafka throttles both (see [`BrokerCore::replica_throttle`]).
     pub fn follower_throttle(&self, r: &Replica) -> Option<u64> {
+        self.replica_throttle(
+            r,
+            self.id,
+            proto::topic_config::FOLLOWER_THROTTLED_REPLICAS,
+            proto::topic_config::FOLLOWER_THROTTLED_RATE,
+        )
+    }
+
+    /// The throttle on copying `r` to `replica`, which applies only while the replica is out of
+    /// the ISR: a throttle owned by the partition's reassignment when the replica is being added,
+    /// and the operator's `rate_key` on this broker when the topic's `replicas_key` names the
+    /// replica; the lower rate wins.
+    fn replica_throttle(&self, r: &Replica, replica: i32, replicas_key: &str, rate_key: &str) -> Option<u64> {
         let owned = {
             let st = r.state.lock();
             let m = &st.meta;
-            if m.isr.contains(&self.id) {
+            if m.isr.contains(&replica) {
                 return None;
             }
-            (m.throttle_rate > 0 && m.adding.contains(&self.id)).then_some(m.throttle_rate)
+            (m.throttle_rate > 0 && m.adding.contains(&replica)).then_some(m.throttle_rate)
         };
-        let manual = self.manual_throttle(
-            r,
-            proto::topic_config::FOLLOWER_THROTTLED_REPLICAS,
-            proto::topic_config::FOLLOWER_THROTTLED_RATE,
-            self.id,
-        );
+        let manual = self.manual_throttle(r, replicas_key, rate_key, replica);
         match (owned, manual) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

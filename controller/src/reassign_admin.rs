@@ -433,16 +433,7 @@ pub async fn assign_replica_dir(
             tracing::info!(partition = name, replicas = ?next.replicas, "reassignment completed");
         }
         // Completion deletes the record; otherwise it stays as it is.
-        let c = match completes {
-            true => change(&req.topic, req.partition, entry.mod_revision, &next, None, true),
-            false => {
-                let pkey = keys::partition(&req.topic, req.partition);
-                Change {
-                    guards: vec![at_revision(pkey.clone(), entry.mod_revision)],
-                    ops: vec![put_op(pkey, &next)],
-                }
-            }
-        };
+        let c = change(&req.topic, req.partition, entry.mod_revision, &next, None, completes);
         let state = next;
         let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
         let (guards, ops) = merge(vec![c], vec![marker_guard]);

@@ -133,15 +133,7 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
     create(&c, "fol", vec![vec![1, 2]], &[]).await;
     wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "fol", 0, &[1, 2])).await;
     tests::reassign::produce_n(&c, "fol", 0, 200, 100, 1000).await; // about 20 MB
-    let size: u64 = c
-        .describe_log_dirs(&[1], &["fol".to_string()])
-        .await
-        .unwrap()
-        .iter()
-        .flat_map(|b| &b.dirs)
-        .flat_map(|d| &d.replicas)
-        .map(|r| r.size)
-        .sum();
+    let size = log_size(&c, 1, "fol").await;
     assert!(size > 10_000_000, "{size}");
     // The operator's follower-side throttle: on broker 4, for replica 4 of fol-0.
     set_config(&c, Type::Broker, "4", "follower.replication.throttled.rate", "4000000").await;
@@ -167,6 +159,18 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
         topic.get("follower.replication.throttled.replicas").map(String::as_str),
         Some("0:4")
     );
+}
+
+/// The bytes of `topic` in `broker`'s log dirs.
+async fn log_size(c: &broker::ClusterClient, broker: i32, topic: &str) -> u64 {
+    c.describe_log_dirs(&[broker], &[topic.to_string()])
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| &b.dirs)
+        .flat_map(|d| &d.replicas)
+        .map(|r| r.size)
+        .sum()
 }
 
 async fn alter_throttles(c: &broker::ClusterClient, req: AlterThrottlesRequest) -> AlterThrottlesResponse {
@@ -289,15 +293,7 @@ async fn auto_remove_throttles_go_when_their_reassignment_ends_and_hand_kept_one
         Some("2000000")
     );
 
-    let size: u64 = c
-        .describe_log_dirs(&[1], &["au".to_string()])
-        .await
-        .unwrap()
-        .iter()
-        .flat_map(|b| &b.dirs)
-        .flat_map(|d| &d.replicas)
-        .map(|r| r.size)
-        .sum();
+    let size = log_size(&c, 1, "au").await;
     let started = Instant::now();
     ok(&alter(&c, &[("au", 0, Some(vec![1, 2, 4]))], None).await);
     wait_until(Duration::from_secs(120), "the move to finish", || async {
