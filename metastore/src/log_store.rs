@@ -1,9 +1,9 @@
 //! The Raft log on sled, durable before it is acknowledged.
 //!
-//! Appends are written to sled and handed to one flusher thread. The flusher takes every append
-//! queued while the previous fsync ran and covers them all with one `flush`, then reports them
-//! done: group commit, so one fsync serves many writes. The vote, truncation and purge flush
-//! before they return.
+//! Appends are written to sled and handed to one flusher thread, which flushes and then reports
+//! them done, so the async runtime's thread is not blocked by the fsync. openraft 0.9 waits for
+//! each append's flush before its next command, so grouping many writes into one fsync happens
+//! earlier, in the proposer's batches. The vote, truncation and purge flush before they return.
 //!
 //! The flusher is a plain thread calling sled's blocking `flush`, not `flush_async`: the latter
 //! hands each flush to sled's thread pool, whose `notify_all` wakes every idle pool thread per job,
@@ -21,11 +21,6 @@ use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_LAST_PURGED: &[u8] = b"last_purged";
-
-/// How long the flusher waits for more appends once it has seen concurrent ones.
-const FLUSH_LINGER: std::time::Duration = std::time::Duration::from_micros(300);
-/// The flusher stops waiting once this many appends are queued.
-const FLUSH_LINGER_MAX: usize = 64;
 
 /// The sled-backed Raft log; clones share the same trees.
 #[derive(Clone)]
@@ -86,28 +81,15 @@ impl LogStore {
     }
 }
 
-/// Covers queued appends with one fsync each round; ends when every log store handle is gone.
+/// Flushes for each queued append (appends queued meanwhile share the flush); ends when every log
+/// store handle is gone.
 fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig>>) {
     let mut batch = Vec::new();
-    let mut last_batch = 0;
     while let Ok(first) = rx.recv() {
         batch.push(first);
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
-        // Under concurrent load, wait a moment for more appends: each sled flush costs far more
-        // CPU than the wait. A lone writer (last batch of one) never waits.
-        if last_batch > 1 {
-            let deadline = std::time::Instant::now() + FLUSH_LINGER;
-            while batch.len() < FLUSH_LINGER_MAX {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
-                match rx.recv_timeout(left) {
-                    Ok(more) => batch.push(more),
-                    Err(_) => break,
-                }
-            }
-        }
-        last_batch = batch.len();
         let res = db.flush().map(|_| ());
         for cb in batch.drain(..) {
             let r = res
@@ -191,11 +173,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut batch = sled::Batch::default();
+        // Plain inserts, not a sled batch: a batch writes and syncs the open IO buffer twice
+        // before its own records, tripling an append's disk round trips. Atomicity is not needed:
+        // sled recovers its log in order, so a crash before the flush leaves a prefix of these
+        // entries, which Raft treats as a shorter append that was never acknowledged.
         for entry in entries {
-            batch.insert(&index_key(entry.log_id.index), codec::encode(&entry));
+            self.logs
+                .insert(index_key(entry.log_id.index), codec::encode(&entry))
+                .map_err(write_err)?;
         }
-        self.logs.apply_batch(batch).map_err(write_err)?;
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
             let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));
