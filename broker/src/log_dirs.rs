@@ -20,11 +20,23 @@ pub fn parse_replica_folder(name: &str) -> Option<(String, u32)> {
 /// Where each replica found on disk lives: (topic, partition) to its log dir.
 pub type ReplicaDirs = BTreeMap<(String, u32), PathBuf>;
 
+/// How long replica counts read from disk are trusted before they are read again.
+const REPLICA_COUNT_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Replicas per dir, read from disk and counted up by each pick since.
+#[derive(Debug)]
+struct ReplicaCounts {
+    read_at: std::time::Instant,
+    counts: BTreeMap<PathBuf, usize>,
+}
+
 /// The log dirs of one broker, and which of them failed.
 #[derive(Debug)]
 pub struct LogDirs {
     dirs: Vec<PathBuf>,
     offline: parking_lot::RwLock<BTreeMap<PathBuf, String>>,
+    /// Reading every dir for every new replica made creating n replicas O(n²).
+    counts: parking_lot::Mutex<Option<ReplicaCounts>>,
 }
 
 impl LogDirs {
@@ -42,6 +54,7 @@ impl LogDirs {
         Ok(Self {
             dirs,
             offline: Default::default(),
+            counts: Default::default(),
         })
     }
 
@@ -108,25 +121,46 @@ impl LogDirs {
                 return d.clone();
             }
         }
-        let replicas = |d: &Path| {
-            std::fs::read_dir(d).map_or(0, |it| {
-                it.filter_map(Result::ok)
-                    .filter(|e| parse_replica_folder(&e.file_name().to_string_lossy()).is_some())
-                    .count()
-            })
-        };
-        let mut best = self.dirs[0].clone(); // `open` refuses an empty list
-        let mut best_key = (0u64, usize::MAX);
         let offline = self.offline.read();
-        for d in self.dirs.iter().filter(|d| !offline.contains_key(*d)) {
-            let key = (fs2::available_space(d).unwrap_or(0) >> 30, replicas(d));
+        let online: Vec<&PathBuf> = self.dirs.iter().filter(|d| !offline.contains_key(*d)).collect();
+        let Some(first) = online.first() else {
+            return self.dirs[0].clone(); // `open` refuses an empty list; every dir failed
+        };
+        if online.len() == 1 {
+            return (*first).clone();
+        }
+        let mut counts = self.counts.lock();
+        let counts = match &mut *counts {
+            Some(c) if c.read_at.elapsed() < REPLICA_COUNT_TTL => c,
+            slot => slot.insert(ReplicaCounts {
+                read_at: std::time::Instant::now(),
+                counts: self.dirs.iter().map(|d| (d.clone(), count_replicas(d))).collect(),
+            }),
+        };
+        let mut best = (*first).clone();
+        let mut best_key = (0u64, usize::MAX);
+        for d in online {
+            let key = (
+                fs2::available_space(d).unwrap_or(0) >> 30,
+                counts.counts.get(d).copied().unwrap_or(0),
+            );
             if key.0 > best_key.0 || (key.0 == best_key.0 && key.1 < best_key.1) {
                 best = d.clone();
                 best_key = key;
             }
         }
+        *counts.counts.entry(best.clone()).or_default() += 1;
         best
     }
+}
+
+/// Replica folders in `dir` (0 when it cannot be read).
+fn count_replicas(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |it| {
+        it.filter_map(Result::ok)
+            .filter(|e| parse_replica_folder(&e.file_name().to_string_lossy()).is_some())
+            .count()
+    })
 }
 
 #[cfg(test)]
@@ -151,5 +185,19 @@ mod tests {
         assert!(dup.is_empty());
         assert_eq!(dirs.pick(&t.path().join("d2").to_string_lossy()), t.path().join("d2"));
         assert!(dirs.dirs().contains(&dirs.pick("")));
+    }
+
+    #[test]
+    fn unnamed_picks_spread_over_dirs_on_one_disk() {
+        let t = tempfile::tempdir().unwrap();
+        let (d1, d2) = (t.path().join("d1"), t.path().join("d2"));
+        let dirs = LogDirs::open(vec![d1.clone(), d2.clone()]).unwrap();
+        std::fs::create_dir(d1.join("t-0")).unwrap();
+        // Picks made within the count's lifetime are counted without reading the dirs again.
+        let picks: Vec<PathBuf> = (0..5).map(|_| dirs.pick("")).collect();
+        assert_eq!(picks.iter().filter(|p| **p == d1).count(), 2, "{picks:?}");
+        assert_eq!(picks.iter().filter(|p| **p == d2).count(), 3, "{picks:?}");
+        dirs.set_offline(&d2, "failed".into());
+        assert_eq!(dirs.pick(""), d1);
     }
 }

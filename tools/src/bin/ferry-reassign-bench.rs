@@ -1,7 +1,8 @@
 //! Measures reassignment at scale on a running cluster, with empty partitions so that only
-//! metadata moves: the time to commit one submit of N partitions, the time until every move has
-//! completed (every adding replica exists on its broker and has joined the ISR), and the time to
-//! commit a cancel-all over N pending moves. Prints a table and JSON lines.
+//! metadata moves: the time to commit one submit of N partitions, the time until every adding
+//! replica exists on its broker (as its DescribeLogDirs reports), the time until every move has
+//! completed (each adding replica has also joined the ISR and the move is committed), and the time
+//! to commit a cancel-all over N pending moves. Prints a table and JSON lines.
 
 use std::time::{Duration, Instant};
 
@@ -89,6 +90,27 @@ async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> a
     Ok(())
 }
 
+/// Replicas of `topic` that `broker` hosts (future logs of dir moves not counted).
+async fn hosted(c: &ClusterClient, topic: &str, broker: i32) -> anyhow::Result<usize> {
+    let req = AdminDescribeLogDirsRequest {
+        brokers: vec![broker],
+        topics: vec![topic.to_string()],
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.describe_log_dirs(req).await }
+        })
+        .await?;
+    Ok(r.brokers
+        .iter()
+        .filter_map(|b| b.log_dirs.as_ref())
+        .flat_map(|l| &l.dirs)
+        .flat_map(|d| &d.replicas)
+        .filter(|r| !r.is_future)
+        .count())
+}
+
 async fn pending(c: &ClusterClient) -> anyhow::Result<usize> {
     let r = c
         .admin_call(|mut a| async move {
@@ -105,7 +127,7 @@ async fn main() -> anyhow::Result<()> {
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
     register_fake(&endpoints, &a.fake_brokers).await?;
-    println!("partitions  create_s  submit_s  complete_s  cancel_all_s  peak_rss_mib");
+    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_all_s  peak_rss_mib");
     for n in a.partitions {
         let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
         let t = Instant::now();
@@ -135,15 +157,26 @@ async fn main() -> anyhow::Result<()> {
         alter(&c, &topic, n, Some(2)).await?;
         let submit_s = t.elapsed().as_secs_f64();
         let mut complete_s = f64::NAN;
+        let mut exist_s = f64::NAN;
         if !a.no_complete {
             let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
-            while pending(&c).await? > 0 {
+            loop {
+                // A replica joins the ISR only after it exists, so completion bounds existence.
+                if exist_s.is_nan() && hosted(&c, &topic, 2).await? >= n as usize {
+                    exist_s = t.elapsed().as_secs_f64();
+                }
+                if pending(&c).await? == 0 {
+                    break;
+                }
                 if Instant::now() > deadline {
                     bail!("moves still pending after {} s", a.timeout_s);
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             complete_s = t.elapsed().as_secs_f64();
+            if exist_s.is_nan() {
+                exist_s = complete_s;
+            }
             // Pending moves to a broker for cancel-all to roll back: submit, then cancel at once.
             alter(&c, &topic, n, Some(3)).await?;
         }
@@ -163,11 +196,13 @@ async fn main() -> anyhow::Result<()> {
             .iter()
             .filter_map(|p| peak_rss_mib(*p))
             .fold(0.0f64, f64::max);
-        println!("{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {complete_s:>10.2}  {cancel_s:>12.2}  {peak:>12.0}");
+        println!(
+            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_s:>12.2}  {peak:>12.0}"
+        );
         println!(
             "{}",
             serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
-                "complete_s": complete_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
+                "exist_s": exist_s, "complete_s": complete_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
         );
         let del = DeleteTopicsRequest { topics: vec![topic] };
         c.admin_call(|mut a| {
