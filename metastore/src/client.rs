@@ -317,23 +317,18 @@ impl Client {
             req.request_id = self.new_request_id();
         }
         if let Some(l) = self.leading_local() {
-            // Not retried elsewhere: that would need a copy of a request that may be large. A
-            // leadership change meanwhile fails the call as Unavailable, though the transaction
-            // may have applied; callers guard their transactions, so a retry of theirs cannot
-            // apply it twice.
+            // Kept for a retry elsewhere should leadership move during the call; the request id
+            // makes the retry apply the transaction at most once (stages included).
+            let retry = req.clone();
             use proto::metastore::metastore_server::Metastore;
-            return l
-                .service
-                .txn(tonic::Request::new(req))
-                .await
-                .map(|r| r.into_inner())
-                .map_err(|s| {
-                    if retryable(&s) {
-                        ClientError::Unavailable(s.message().to_string())
-                    } else {
-                        ClientError::Server(s)
-                    }
-                });
+            match l.service.txn(tonic::Request::new(req)).await {
+                Ok(r) => return Ok(r.into_inner()),
+                Err(s) if retryable(&s) => {
+                    tracing::debug!(error = %s.message(), "local transaction failed; retrying on the cluster");
+                    req = retry;
+                }
+                Err(s) => return Err(ClientError::Server(s)),
+            }
         }
         let req = Arc::new(req);
         self.call(|mut c| {

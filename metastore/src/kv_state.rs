@@ -122,9 +122,15 @@ impl KvState {
                     ops: staged.chunks.values().map(|(_, o)| o.len() as u64).sum(),
                 }
             }
-            CommandKind::TxnCommit { txn_id, txn } => match self.staged.remove(&txn_id) {
+            CommandKind::TxnCommit { txn_id, chunks, txn } => match self.staged.remove(&txn_id) {
                 None => CommandResult::Rejected {
                     reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
+                },
+                Some(staged) if staged.chunks.len() != chunks as usize => CommandResult::Rejected {
+                    reason: format!(
+                        "staged transaction {txn_id} has {} of its {chunks} chunks (some were aborted or expired)",
+                        staged.chunks.len()
+                    ),
                 },
                 Some(staged) => {
                     let timer = std::time::Instant::now();
@@ -442,6 +448,43 @@ mod tests {
         let again = s.apply(c, &mut ev);
         assert_eq!(first, again);
         assert_eq!(s.kv["/a"].version, 1);
+    }
+
+    #[test]
+    fn a_staged_commit_missing_a_chunk_applies_nothing() {
+        let mut s = KvState::default();
+        let mut ev = vec![];
+        let stage = |id: &str, seq: u32, key: &str| Command {
+            request_id: Some(format!("{id}#stage{seq}")),
+            kind: CommandKind::TxnStage {
+                txn_id: id.into(),
+                seq,
+                guards: vec![],
+                ops: vec![put(key, "1")],
+                started_ms: 0,
+            },
+        };
+        let commit = |id: &str| Command {
+            request_id: Some(format!("req-{id}")),
+            kind: CommandKind::TxnCommit {
+                txn_id: id.into(),
+                chunks: 2,
+                txn: Txn::default(),
+            },
+        };
+        // An attempt that staged one of its two chunks, and a commit of it anyway.
+        s.apply(stage("a", 0, "/x"), &mut ev);
+        let r = s.apply(commit("a"), &mut ev);
+        assert!(
+            matches!(&r, CommandResult::Rejected { reason } if reason.contains("1 of its 2 chunks")),
+            "{r:?}"
+        );
+        assert!(s.kv.is_empty());
+        // A whole attempt commits both chunks at once.
+        s.apply(stage("b", 0, "/x"), &mut ev);
+        s.apply(stage("b", 1, "/y"), &mut ev);
+        s.apply(commit("b"), &mut ev);
+        assert_eq!((s.kv.contains_key("/x"), s.kv.contains_key("/y")), (true, true));
     }
 
     #[test]

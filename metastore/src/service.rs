@@ -175,9 +175,10 @@ impl NodeCore {
         if bytes <= staging::CHUNK_BYTES {
             return self.write(request_id, CommandKind::Txn(txn)).await;
         }
-        let txn_id = request_id
-            .clone()
-            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        // A fresh staging id for each attempt: a retry of a request whose first attempt was
+        // aborted must stage every chunk again, which reusing the ids would skip as duplicates.
+        // The commit carries the request id, so the transaction applies at most once.
+        let txn_id = uuid::Uuid::new_v4().simple().to_string();
         let started_ms = staging::now_ms();
         let timer = std::time::Instant::now();
         // Guards are staged too: a request guarding every key it writes carries as many guards
@@ -193,7 +194,10 @@ impl NodeCore {
             );
         // Chunks go in concurrently (the proposer keeps a few proposals in flight); each
         // carries its place, so the order they apply in does not matter.
-        let stages = chunks.enumerate().map(|(i, (guards, ops))| {
+        let chunks: Vec<_> = chunks.collect();
+        let chunk_count =
+            u32::try_from(chunks.len()).map_err(|_| Status::invalid_argument("transaction has too many chunks"))?;
+        let stages = chunks.into_iter().enumerate().map(|(i, (guards, ops))| {
             let stage = CommandKind::TxnStage {
                 txn_id: txn_id.clone(),
                 seq: i as u32,
@@ -215,6 +219,7 @@ impl NodeCore {
         let staged_in = timer.elapsed();
         let commit = CommandKind::TxnCommit {
             txn_id,
+            chunks: chunk_count,
             txn: Txn::default(),
         };
         let r = self.write(request_id, commit).await;

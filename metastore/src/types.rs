@@ -129,6 +129,9 @@ pub enum CommandKind {
     TxnCommit {
         /// The staged transaction.
         txn_id: String,
+        /// How many chunks were staged: a commit that finds fewer (some expired or were
+        /// aborted) is refused rather than applying part of the transaction.
+        chunks: u32,
         /// Guards and final operations.
         txn: Txn,
     },

@@ -228,6 +228,11 @@ impl PartitionLog {
         for seg in self.segments.values() {
             seg.for_each_header(&mut |h| seen.push((h.leader_epoch, h.base_offset)))?;
         }
+        if seen.is_empty() {
+            // Nothing to remember: an empty checkpoint would cost a new replica two more fsyncs,
+            // and the first append writes the checkpoint anyway.
+            return Ok(());
+        }
         for (epoch, start) in seen {
             self.epochs.assign_in_memory(epoch, start);
         }
