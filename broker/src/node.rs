@@ -397,6 +397,7 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
         return;
     };
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut retry_after: std::collections::HashMap<crate::replica_manager::TopicPartition, tokio::time::Instant> =
         Default::default();
     loop {
@@ -448,6 +449,9 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
 
 /// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
 /// so, asks the controller; the answer (or the metadata watch) brings the new state.
+/// Replicas the ISR scan checks between two yields to the runtime.
+const ISR_SCAN_YIELD_EVERY: usize = 256;
+
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
@@ -455,10 +459,20 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     };
     let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
     let mut tick = tokio::time::interval(Duration::from_millis(100));
+    // A pass over 100,000 replicas takes longer than a tick: the next waits a whole tick
+    // instead of starting at once, so the scan cannot occupy a worker for good.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
-        for r in replicas {
+        for (i, r) in replicas.into_iter().enumerate() {
+            if i % ISR_SCAN_YIELD_EVERY == ISR_SCAN_YIELD_EVERY - 1 {
+                // Long passes give way, so Raft heartbeats on the same runtime are not starved.
+                tokio::task::yield_now().await;
+            }
+            if !matches!(r.state.lock().role, Role::Leader { .. }) {
+                continue;
+            }
             let now = r.now_ms();
             let leo = r.log.lock().log_end_offset();
             let req = {

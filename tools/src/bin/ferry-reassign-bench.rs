@@ -164,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
                 // A replica joins the ISR only after it exists, so completion bounds existence.
                 if exist_s.is_nan() && hosted(&c, &topic, 2).await? >= n as usize {
                     exist_s = t.elapsed().as_secs_f64();
+                    eprintln!("{n} partitions: every adding replica exists after {exist_s:.2} s");
                 }
                 if pending(&c).await? == 0 {
                     break;
