@@ -118,6 +118,9 @@ impl LogDirs {
                 .iter()
                 .find(|d| Path::new(named) == d.as_path() && self.offline_reason(d).is_none())
             {
+                if let Some(c) = self.counts.lock().as_mut() {
+                    *c.counts.entry(d.clone()).or_default() += 1;
+                }
                 return d.clone();
             }
         }
@@ -134,7 +137,7 @@ impl LogDirs {
             Some(c) if c.read_at.elapsed() < REPLICA_COUNT_TTL => c,
             slot => slot.insert(ReplicaCounts {
                 read_at: std::time::Instant::now(),
-                counts: self.dirs.iter().map(|d| (d.clone(), count_replicas(d))).collect(),
+                counts: online.iter().map(|d| ((*d).clone(), count_replicas(d))).collect(),
             }),
         };
         let mut best = (*first).clone();
@@ -193,8 +196,15 @@ mod tests {
         let (d1, d2) = (t.path().join("d1"), t.path().join("d2"));
         let dirs = LogDirs::open(vec![d1.clone(), d2.clone()]).unwrap();
         std::fs::create_dir(d1.join("t-0")).unwrap();
-        // Picks made within the count's lifetime are counted without reading the dirs again.
-        let picks: Vec<PathBuf> = (0..5).map(|_| dirs.pick("")).collect();
+        // Each pick's folder is made, as a broker would, so the counts agree whether they are
+        // read again from disk or kept counting picks.
+        let picks: Vec<PathBuf> = (0..5)
+            .map(|i| {
+                let d = dirs.pick("");
+                std::fs::create_dir(d.join(format!("t-{}", i + 1))).unwrap();
+                d
+            })
+            .collect();
         assert_eq!(picks.iter().filter(|p| **p == d1).count(), 2, "{picks:?}");
         assert_eq!(picks.iter().filter(|p| **p == d2).count(), 3, "{picks:?}");
         dirs.set_offline(&d2, "failed".into());

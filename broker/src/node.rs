@@ -447,23 +447,21 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     }
 }
 
-/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
-/// so, asks the controller; the answer (or the metadata watch) brings the new state.
 /// Replicas the ISR scan checks between two yields to the runtime.
 const ISR_SCAN_YIELD_EVERY: usize = 256;
 
+/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
+/// so, asks the controller; the answer (or the metadata watch) brings the new state.
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
         return;
     };
     let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    // A pass over 100,000 replicas takes longer than a tick: the next waits a whole tick
-    // instead of starting at once, so the scan cannot occupy a worker for good.
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        // A pause after each pass, not a fixed tick: a pass over 100,000 replicas takes longer
+        // than a tick, and passes back to back would occupy a worker for good.
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
         for (i, r) in replicas.into_iter().enumerate() {
             if i % ISR_SCAN_YIELD_EVERY == ISR_SCAN_YIELD_EVERY - 1 {

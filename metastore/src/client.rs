@@ -317,8 +317,9 @@ impl Client {
             req.request_id = self.new_request_id();
         }
         if let Some(l) = self.leading_local() {
-            // Kept for a retry elsewhere should leadership move during the call; the request id
-            // makes the retry apply the transaction at most once (stages included).
+            // Kept for a retry elsewhere should leadership move during the call (a copy, so a
+            // large request briefly takes twice its memory); the commit's request id makes the
+            // retry apply the transaction at most once.
             let retry = req.clone();
             use proto::metastore::metastore_server::Metastore;
             match l.service.txn(tonic::Request::new(req)).await {

@@ -79,13 +79,69 @@ pub struct StagedTxn {
 }
 
 impl KvState {
+    /// Applies a staged transaction's chunks and then `txn`, if every chunk is there (when
+    /// `chunks` is known) and every guard holds.
+    fn commit_staged(
+        &mut self,
+        revision: u64,
+        txn_id: &str,
+        chunks: Option<u32>,
+        txn: crate::types::Txn,
+        events: &mut Vec<Event>,
+    ) -> CommandResult {
+        let Some(staged) = self.staged.remove(txn_id) else {
+            return CommandResult::Rejected {
+                reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
+            };
+        };
+        if let Some(n) = chunks.filter(|n| staged.chunks.len() != *n as usize) {
+            return CommandResult::Rejected {
+                reason: format!(
+                    "staged transaction {txn_id} has {} of its {n} chunks (some were aborted or expired)",
+                    staged.chunks.len()
+                ),
+            };
+        }
+        let timer = std::time::Instant::now();
+        // Applied from the chunks where they lie: joining them would copy every key.
+        let guards = staged
+            .chunks
+            .values()
+            .flat_map(|(g, _)| g.iter())
+            .chain(txn.guards.iter());
+        let ops: Vec<&Op> = staged
+            .chunks
+            .values()
+            .flat_map(|(_, o)| o.iter())
+            .chain(txn.ops.iter())
+            .collect();
+        let r = self.apply_txn(revision, guards, ops.iter().copied(), events);
+        tracing::debug!(
+            elapsed_ms = timer.elapsed().as_millis() as u64,
+            "staged transaction applied"
+        );
+        r
+    }
+
+    /// Drops what every attempt of request `request_id` staged (their ids start with
+    /// `<request_id>/`): after its commit, earlier or later attempts' chunks are only garbage.
+    fn drop_attempts(&mut self, request_id: &str) {
+        let prefix = format!("{request_id}/");
+        self.staged.retain(|id, _| !id.starts_with(&prefix));
+    }
+
     /// Applies one committed command, pushing the changes it makes to `events`. A command that
     /// changes the store gets the next revision; one that changes nothing leaves it.
     /// The command is taken by value so that staged chunks are kept without a copy.
     pub fn apply(&mut self, cmd: Command, events: &mut Vec<Event>) -> CommandResult {
         if let Some(id) = &cmd.request_id {
             if let Some(done) = self.dedup.get(id) {
-                return done.clone();
+                let done = done.clone();
+                if matches!(cmd.kind, CommandKind::TxnCommitCounted { .. }) {
+                    // A retry of a request that already committed: its own stages go.
+                    self.drop_attempts(id);
+                }
+                return done;
             }
         }
         let revision = self.revision + 1;
@@ -122,38 +178,14 @@ impl KvState {
                     ops: staged.chunks.values().map(|(_, o)| o.len() as u64).sum(),
                 }
             }
-            CommandKind::TxnCommit { txn_id, chunks, txn } => match self.staged.remove(&txn_id) {
-                None => CommandResult::Rejected {
-                    reason: format!("staged transaction {txn_id} not found (aborted or expired)"),
-                },
-                Some(staged) if staged.chunks.len() != chunks as usize => CommandResult::Rejected {
-                    reason: format!(
-                        "staged transaction {txn_id} has {} of its {chunks} chunks (some were aborted or expired)",
-                        staged.chunks.len()
-                    ),
-                },
-                Some(staged) => {
-                    let timer = std::time::Instant::now();
-                    // Applied from the chunks where they lie: joining them would copy every key.
-                    let guards = staged
-                        .chunks
-                        .values()
-                        .flat_map(|(g, _)| g.iter())
-                        .chain(txn.guards.iter());
-                    let ops: Vec<&Op> = staged
-                        .chunks
-                        .values()
-                        .flat_map(|(_, o)| o.iter())
-                        .chain(txn.ops.iter())
-                        .collect();
-                    let r = self.apply_txn(revision, guards, ops.iter().copied(), events);
-                    tracing::debug!(
-                        elapsed_ms = timer.elapsed().as_millis() as u64,
-                        "staged transaction applied"
-                    );
-                    r
+            CommandKind::TxnCommit { txn_id, txn } => self.commit_staged(revision, &txn_id, None, txn, events),
+            CommandKind::TxnCommitCounted { txn_id, chunks, txn } => {
+                let r = self.commit_staged(revision, &txn_id, Some(chunks), txn, events);
+                if let Some(id) = &cmd.request_id {
+                    self.drop_attempts(id);
                 }
-            },
+                r
+            }
             CommandKind::TxnAbort { txn_id } => {
                 self.staged.remove(&txn_id);
                 CommandResult::Staged { ops: 0 }
@@ -451,7 +483,7 @@ mod tests {
     }
 
     #[test]
-    fn a_staged_commit_missing_a_chunk_applies_nothing() {
+    fn a_staged_commit_missing_a_chunk_applies_nothing_and_stale_attempts_go() {
         let mut s = KvState::default();
         let mut ev = vec![];
         let stage = |id: &str, seq: u32, key: &str| Command {
@@ -464,27 +496,37 @@ mod tests {
                 started_ms: 0,
             },
         };
-        let commit = |id: &str| Command {
-            request_id: Some(format!("req-{id}")),
-            kind: CommandKind::TxnCommit {
+        let commit = |req: &str, id: &str| Command {
+            request_id: Some(req.into()),
+            kind: CommandKind::TxnCommitCounted {
                 txn_id: id.into(),
                 chunks: 2,
                 txn: Txn::default(),
             },
         };
         // An attempt that staged one of its two chunks, and a commit of it anyway.
-        s.apply(stage("a", 0, "/x"), &mut ev);
-        let r = s.apply(commit("a"), &mut ev);
+        s.apply(stage("a/1", 0, "/x"), &mut ev);
+        let r = s.apply(commit("a", "a/1"), &mut ev);
         assert!(
             matches!(&r, CommandResult::Rejected { reason } if reason.contains("1 of its 2 chunks")),
             "{r:?}"
         );
         assert!(s.kv.is_empty());
-        // A whole attempt commits both chunks at once.
-        s.apply(stage("b", 0, "/x"), &mut ev);
-        s.apply(stage("b", 1, "/y"), &mut ev);
-        s.apply(commit("b"), &mut ev);
+        // An abandoned first attempt, then a whole second one: both chunks apply at once and the
+        // first attempt's chunk is dropped with the commit.
+        s.apply(stage("b/1", 0, "/old"), &mut ev);
+        s.apply(stage("b/2", 0, "/x"), &mut ev);
+        s.apply(stage("b/2", 1, "/y"), &mut ev);
+        s.apply(commit("b", "b/2"), &mut ev);
         assert_eq!((s.kv.contains_key("/x"), s.kv.contains_key("/y")), (true, true));
+        assert!(!s.kv.contains_key("/old"));
+        assert!(s.staged.is_empty());
+        // A retry after the commit applied: answered from the first commit, its stages dropped.
+        s.apply(stage("b/3", 0, "/z"), &mut ev);
+        s.apply(stage("b/3", 1, "/z2"), &mut ev);
+        s.apply(commit("b", "b/3"), &mut ev);
+        assert!(!s.kv.contains_key("/z"));
+        assert!(s.staged.is_empty());
     }
 
     #[test]

@@ -177,8 +177,13 @@ impl NodeCore {
         }
         // A fresh staging id for each attempt: a retry of a request whose first attempt was
         // aborted must stage every chunk again, which reusing the ids would skip as duplicates.
-        // The commit carries the request id, so the transaction applies at most once.
-        let txn_id = uuid::Uuid::new_v4().simple().to_string();
+        // The commit carries the request id, so the transaction applies at most once, and drops
+        // every attempt's stages (their ids start with the request id).
+        let attempt = uuid::Uuid::new_v4().simple().to_string();
+        let txn_id = match &request_id {
+            Some(r) => format!("{r}/{attempt}"),
+            None => attempt,
+        };
         let started_ms = staging::now_ms();
         let timer = std::time::Instant::now();
         // Guards are staged too: a request guarding every key it writes carries as many guards
@@ -217,7 +222,7 @@ impl NodeCore {
             return Err(e);
         }
         let staged_in = timer.elapsed();
-        let commit = CommandKind::TxnCommit {
+        let commit = CommandKind::TxnCommitCounted {
             txn_id,
             chunks: chunk_count,
             txn: Txn::default(),

@@ -63,7 +63,9 @@ impl Command {
     pub fn approx_size(&self) -> usize {
         let ops = |ops: &[Op]| ops.iter().map(Op::approx_size).sum::<usize>();
         64 + match &self.kind {
-            CommandKind::Txn(t) | CommandKind::TxnCommit { txn: t, .. } => {
+            CommandKind::Txn(t)
+            | CommandKind::TxnCommit { txn: t, .. }
+            | CommandKind::TxnCommitCounted { txn: t, .. } => {
                 ops(&t.ops) + t.guards.iter().map(Guard::approx_size).sum::<usize>()
             }
             CommandKind::TxnStage { ops: o, guards, .. } => {
@@ -124,14 +126,11 @@ pub enum CommandKind {
         /// Leader's wall clock when the chunk was proposed, for expiring abandoned stages.
         started_ms: u64,
     },
-    /// Applies a staged transaction's operations followed by `txn`'s, if the staged guards and
-    /// then `txn`'s hold.
+    /// As [`CommandKind::TxnCommitCounted`] without the chunk count: written by older nodes and
+    /// kept so that their log entries still decode (variants are encoded by position).
     TxnCommit {
         /// The staged transaction.
         txn_id: String,
-        /// How many chunks were staged: a commit that finds fewer (some expired or were
-        /// aborted) is refused rather than applying part of the transaction.
-        chunks: u32,
         /// Guards and final operations.
         txn: Txn,
     },
@@ -139,6 +138,17 @@ pub enum CommandKind {
     TxnAbort {
         /// The staged transaction.
         txn_id: String,
+    },
+    /// Applies a staged transaction's operations followed by `txn`'s, if every chunk is there and
+    /// the staged guards and then `txn`'s hold.
+    TxnCommitCounted {
+        /// The staged transaction.
+        txn_id: String,
+        /// How many chunks were staged: a commit that finds another number (some expired or
+        /// were aborted) is refused rather than applying part of the transaction.
+        chunks: u32,
+        /// Guards and final operations.
+        txn: Txn,
     },
 }
 
