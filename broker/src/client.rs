@@ -60,6 +60,8 @@ fn refreshes_leader(code: ErrorCode) -> bool {
 #[derive(Clone)]
 pub struct ClusterClient {
     admin: Vec<Channel>,
+    /// The bootstrap addresses, in `admin`'s order, to follow a leader hint.
+    admin_addrs: Arc<Vec<String>>,
     next_admin: Arc<Mutex<usize>>,
     leaders: Arc<Mutex<HashMap<(String, u32), i32>>>,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
@@ -78,6 +80,7 @@ impl ClusterClient {
         }
         Ok(Self {
             admin,
+            admin_addrs: Arc::new(bootstrap.to_vec()),
             next_admin: Arc::new(Mutex::new(0)),
             leaders: Default::default(),
             endpoints: Default::default(),
@@ -105,6 +108,17 @@ impl ClusterClient {
         *self.next_admin.lock() += 1;
     }
 
+    /// Sends the next admin calls to the node a forwarded answer named as the leader, when it
+    /// is one of the bootstrap servers.
+    fn follow_leader_hint(&self, meta: &tonic::metadata::MetadataMap) {
+        let Some(addr) = meta.get(proto::LEADER_HINT).and_then(|v| v.to_str().ok()) else {
+            return;
+        };
+        if let Some(i) = self.admin_addrs.iter().position(|a| a == addr) {
+            *self.next_admin.lock() = i;
+        }
+    }
+
     /// Calls the admin service, moving to another quorum node while one is unreachable.
     pub async fn admin_call<T, F, Fut>(&self, mut f: F) -> Result<T, DataError>
     where
@@ -117,7 +131,10 @@ impl ClusterClient {
                 .await
                 .unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time")))
             {
-                Ok(r) => return Ok(r.into_inner()),
+                Ok(r) => {
+                    self.follow_leader_hint(r.metadata());
+                    return Ok(r.into_inner());
+                }
                 Err(s) => {
                     last = s.message().to_string();
                     self.rotate_admin();

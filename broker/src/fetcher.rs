@@ -15,7 +15,52 @@ use tonic::transport::Channel;
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
 
+/// First pause before fetching again after a failure; pauses double up to [`MAX_RETRY`].
 const RETRY: Duration = Duration::from_millis(200);
+/// Longest pause between fetch attempts while failing.
+const MAX_RETRY: Duration = Duration::from_secs(3);
+
+/// Pauses between fetch attempts: doubling while they fail, so that many thousands of
+/// replicas waiting on one leader do not retry in lockstep every 200 ms.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { next: RETRY }
+    }
+}
+
+impl Backoff {
+    /// The pause to take now; the following one is twice as long, up to [`MAX_RETRY`].
+    pub fn pause(&mut self) -> Duration {
+        let p = self.next;
+        self.next = (self.next * 2).min(MAX_RETRY);
+        p
+    }
+
+    /// Back to the first pause, after a success.
+    pub fn reset(&mut self) {
+        self.next = RETRY;
+    }
+}
+
+/// Answers that mean the leader's metadata and this replica's differ for now (the leader has
+/// not yet learnt that this broker is a replica, or of this epoch, or the other way round).
+/// The follower asks again on the same stream: ending it costs a stream reset, and h2 closes a
+/// connection whose streams are reset too often, failing every partition on it.
+pub fn awaits_metadata(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::REPLICA_NOT_AVAILABLE
+            | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+            | ErrorCode::NOT_LEADER_OR_FOLLOWER
+            | ErrorCode::UNKNOWN_LEADER_EPOCH
+            | ErrorCode::FENCED_LEADER_EPOCH
+    )
+}
 
 fn client(channel: Channel) -> BrokerClient<Channel> {
     BrokerClient::new(channel)
@@ -31,8 +76,9 @@ fn clamp_high_watermark(r: &Replica, leo: i64) {
 
 /// Runs until aborted (when the role changes).
 pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32) {
+    let mut backoff = Backoff::default();
     loop {
-        match copy_from_leader(&core, &r, leader, epoch).await {
+        match copy_from_leader(&core, &r, leader, epoch, &mut backoff).await {
             Ok(()) => {}
             Err(FetchError::Log(e)) => {
                 tracing::warn!(replica = %r.name(), error = %e, "follower log write failed");
@@ -42,7 +88,7 @@ pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32
                 tracing::debug!(replica = %r.name(), leader, epoch, error = %e, "fetch from leader failed; retrying")
             }
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::time::sleep(backoff.pause()).await;
     }
 }
 
@@ -59,7 +105,13 @@ enum FetchError {
     Log(#[from] crate::partition_log::LogError),
 }
 
-async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u32) -> Result<(), FetchError> {
+async fn copy_from_leader(
+    core: &BrokerCore,
+    r: &Replica,
+    leader: i32,
+    epoch: u32,
+    backoff: &mut Backoff,
+) -> Result<(), FetchError> {
     let endpoint = core.endpoint_of(leader).ok_or(FetchError::NoEndpoint(leader))?;
     let channel = core
         .channels
@@ -130,11 +182,21 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
                     clamp_high_watermark(r, leo);
                 }
             }
+            if awaits_metadata(code) {
+                tracing::debug!(replica = %r.name(), leader, %code, message = resp.error_message, "leader not ready; asking again");
+                tokio::time::sleep(backoff.pause()).await;
+                let leo = r.log.lock().log_end_offset();
+                if tx.send(request(leo, core.follower_throttle(r))).await.is_err() {
+                    break;
+                }
+                continue;
+            }
             return Err(FetchError::Leader {
                 code,
                 message: resp.error_message,
             });
         }
+        backoff.reset();
         let leo = {
             let mut log = r.log.lock();
             if !resp.batches.is_empty() {
@@ -159,4 +221,26 @@ async fn copy_from_leader(core: &BrokerCore, r: &Replica, leader: i32, epoch: u3
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_double_up_to_the_cap_and_reset_after_a_success() {
+        let mut b = Backoff::default();
+        let ms: Vec<u128> = (0..7).map(|_| b.pause().as_millis()).collect();
+        assert_eq!(ms, [200, 400, 800, 1600, 3000, 3000, 3000]);
+        b.reset();
+        assert_eq!(b.pause(), RETRY);
+    }
+
+    #[test]
+    fn only_metadata_lag_is_waited_out_on_the_stream() {
+        assert!(awaits_metadata(ErrorCode::REPLICA_NOT_AVAILABLE));
+        assert!(awaits_metadata(ErrorCode::FENCED_LEADER_EPOCH));
+        assert!(!awaits_metadata(ErrorCode::OFFSET_OUT_OF_RANGE));
+        assert!(!awaits_metadata(ErrorCode::KAFKA_STORAGE_ERROR));
+    }
 }

@@ -308,14 +308,22 @@ impl BrokerCore {
             }
         }
 
+        // Every replica first, with the folder syncs of the new ones done together after.
+        let mut syncs = crate::partition_log::PendingDirSyncs::default();
+        let mut ready = Vec::with_capacity(assigned.len());
         for (tp, (state, dir)) in &assigned {
-            let replica = match self.ensure_replica(tp, dir) {
-                Ok(r) => r,
+            match self.ensure_replica(tp, dir, &mut syncs) {
+                Ok(r) => ready.push((tp, state, r)),
                 Err(e) => {
                     tracing::error!(replica = %replica_folder(&tp.0, tp.1), error = %e, "cannot create replica");
-                    continue;
                 }
-            };
+            }
+        }
+        for e in syncs.sync() {
+            tracing::error!(error = %e, "cannot sync new replicas' folders");
+            self.report_log_error(&e);
+        }
+        for (tp, state, replica) in ready {
             if let Some(role) = replica.apply_metadata(state) {
                 let mut fetchers = self.fetchers.lock();
                 if let Some(h) = fetchers.remove(tp) {
@@ -354,6 +362,7 @@ impl BrokerCore {
         &self,
         tp: &TopicPartition,
         dir: &DirChoice,
+        syncs: &mut crate::partition_log::PendingDirSyncs,
     ) -> Result<Arc<Replica>, crate::partition_log::LogError> {
         if let Some(r) = self.replicas.read().get(tp) {
             return Ok(r.clone());
@@ -370,7 +379,7 @@ impl BrokerCore {
             (DirChoice::Stored(d), None) => d.clone(),
         };
         let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
-        let log = PartitionLog::open(&path, self.config.log.clone())?;
+        let log = PartitionLog::open_deferring_syncs(&path, self.config.log.clone(), syncs)?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
         let r = Arc::new(Replica::new(tp.0.clone(), tp.1, self.id, log));
         Ok(self.replicas.write().entry(tp.clone()).or_insert(r).clone())

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use metastore::types::Raft;
 use metastore::Client;
-use proto::cluster_view::ClusterView;
+use proto::cluster_view::{ClusterView, PartitionEntry, TopicEntry};
 use proto::ferry::{ControllerRecord, PartitionState};
 use proto::metastore as pb;
 use proto::{keys, topic_config};
@@ -65,50 +65,61 @@ pub fn plan_pass(view: &ClusterView, rebalance: bool, only: Option<&BTreeSet<(St
     let live: BTreeSet<i32> = view.live_brokers();
     let offline = view.offline_replicas();
     let mut out = Vec::new();
-    for (topic, t) in &view.topics {
-        if only.is_some_and(|o| o.range((topic.clone(), 0)..=(topic.clone(), u32::MAX)).next().is_none()) {
-            continue;
-        }
+    let mut plan_one = |topic: &str, t: &TopicEntry, p: u32, e: &PartitionEntry| {
         let election = match t.record.as_ref() {
             Some(r) if topic_config::unclean_election_allowed(&r.config) => Election::Unclean,
             _ => Election::Clean,
         };
-        for (p, e) in &t.partitions {
-            if only.is_some_and(|o| !o.contains(&(topic.clone(), *p))) {
-                continue;
+        // A replica in a failed log dir counts as gone: it leaves the ISR and cannot lead.
+        let off = (!offline.is_empty())
+            .then(|| offline.get(&(topic.to_string(), p)))
+            .flatten();
+        let live_here = match off {
+            Some(off) => std::borrow::Cow::Owned(live.difference(off).copied().collect()),
+            None => std::borrow::Cow::Borrowed(&live),
+        };
+        let live = live_here.as_ref();
+        let mut next = partition_change::on_brokers_changed(&e.state, live, election);
+        if rebalance {
+            let base = next.as_ref().unwrap_or(&e.state);
+            if let Ok(n) = partition_change::elect_preferred(base, live) {
+                next = Some(n);
             }
-            // A replica in a failed log dir counts as gone: it leaves the ISR and cannot lead.
-            let live_here = match offline.get(&(topic.clone(), *p)) {
-                Some(off) => std::borrow::Cow::Owned(live.difference(off).copied().collect()),
-                None => std::borrow::Cow::Borrowed(&live),
-            };
-            let live = live_here.as_ref();
-            let mut next = partition_change::on_brokers_changed(&e.state, live, election);
-            if rebalance {
-                let base = next.as_ref().unwrap_or(&e.state);
-                if let Ok(n) = partition_change::elect_preferred(base, live) {
-                    next = Some(n);
+        }
+        // A move whose targets are all in sync completes here too (for example after a
+        // controller failover between the ISR change and its completion).
+        let base = next.as_ref().unwrap_or(&e.state);
+        let (state, completes) = match reassignment::complete(base, live) {
+            Some(done) => (done, true),
+            None => match next {
+                Some(n) => (n, false),
+                None => return,
+            },
+        };
+        out.push(PartitionWrite {
+            topic: topic.to_string(),
+            partition: p,
+            revision: e.mod_revision,
+            state,
+            completes,
+        });
+    };
+    match only {
+        // Looked up one by one: a pass after a few ISR changes must not walk every partition of
+        // a 100,000-partition topic (it made ISR changes during a large move quadratic).
+        Some(only) => {
+            for (topic, p) in only {
+                let Some(t) = view.topics.get(topic) else { continue };
+                if let Some(e) = t.partitions.get(p) {
+                    plan_one(topic, t, *p, e);
                 }
             }
-            // A move whose targets are all in sync completes here too (for example after a
-            // controller failover between the ISR change and its completion).
-            let base = next.as_ref().unwrap_or(&e.state);
-            if let Some(done) = reassignment::complete(base, live) {
-                out.push(PartitionWrite {
-                    topic: topic.clone(),
-                    partition: *p,
-                    revision: e.mod_revision,
-                    state: done,
-                    completes: true,
-                });
-            } else if let Some(n) = next {
-                out.push(PartitionWrite {
-                    topic: topic.clone(),
-                    partition: *p,
-                    revision: e.mod_revision,
-                    state: n,
-                    completes: false,
-                });
+        }
+        None => {
+            for (topic, t) in &view.topics {
+                for (p, e) in &t.partitions {
+                    plan_one(topic, t, *p, e);
+                }
             }
         }
     }

@@ -21,5 +21,9 @@ pub mod errors;
 pub mod keys;
 pub mod topic_config;
 
+/// Response metadata naming the address of the node that answered a forwarded admin request
+/// (the Raft leader), so that a client sends its next requests there directly.
+pub const LEADER_HINT: &str = "x-ferry-leader";
+
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("descriptor");

@@ -204,6 +204,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             let res = tonic::transport::Server::builder()
                 .tcp_nodelay(true)
                 .max_concurrent_streams(metastore::node::MAX_STREAMS)
+                .initial_connection_window_size(metastore::peers::CONNECTION_WINDOW)
                 .add_service(health)
                 .add_service(svc)
                 .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {

@@ -13,7 +13,7 @@ mod segment;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
@@ -95,6 +95,24 @@ pub(crate) fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> L
     }
 }
 
+/// Directories with new entries still to be made durable, so that a broker creating thousands
+/// of replicas in one pass syncs each once at the end: the first fsync commits the file
+/// system's journal with every creation in it, and the rest find little left to write (two
+/// fsyncs per new replica, one after another, had made a broker create about 900 a second).
+#[derive(Debug, Default)]
+pub struct PendingDirSyncs(BTreeSet<PathBuf>);
+
+impl PendingDirSyncs {
+    fn add(&mut self, dir: &Path) {
+        self.0.insert(dir.to_path_buf());
+    }
+
+    /// Fsyncs every pending dir once; the errors are the dirs that failed.
+    pub fn sync(self) -> Vec<LogError> {
+        self.0.iter().filter_map(|d| sync_dir(d).err()).collect()
+    }
+}
+
 /// Fsyncs a directory so file creations, renames and deletions in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)
@@ -135,6 +153,17 @@ pub struct PartitionLog {
 impl PartitionLog {
     /// Opens (creating if missing) the log in `dir`, recovering from an unclean shutdown.
     pub fn open(dir: &Path, cfg: LogConfig) -> Result<Self, LogError> {
+        let mut syncs = PendingDirSyncs::default();
+        let log = Self::open_deferring_syncs(dir, cfg, &mut syncs)?;
+        match syncs.sync().into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(log),
+        }
+    }
+
+    /// Like [`Self::open`], but the folder syncs a creation needs are added to `syncs`; the log
+    /// is durable once they are done.
+    pub fn open_deferring_syncs(dir: &Path, cfg: LogConfig, syncs: &mut PendingDirSyncs) -> Result<Self, LogError> {
         if cfg.segment_bytes == 0 || cfg.segment_bytes > u64::from(u32::MAX) {
             // Index positions are u32, so a segment must stay addressable by them.
             return Err(LogError::InvalidConfig(format!(
@@ -146,7 +175,7 @@ impl PartitionLog {
         if !dir.is_dir() {
             fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                sync_dir(parent)?;
+                syncs.add(parent);
             }
         }
 
@@ -195,7 +224,7 @@ impl PartitionLog {
         }
         if segments.is_empty() {
             let seg = Segment::create(dir, 0)?;
-            sync_dir(dir)?;
+            syncs.add(dir);
             segments.insert(0, seg);
         }
 
