@@ -368,3 +368,27 @@ impl ClusterClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(addr: &str) -> tonic::metadata::MetadataMap {
+        let mut m = tonic::metadata::MetadataMap::new();
+        m.insert(proto::LEADER_HINT, addr.parse().unwrap());
+        m
+    }
+
+    #[tokio::test]
+    async fn admin_calls_follow_a_leader_hint_to_a_known_server_only() {
+        let c = ClusterClient::new(&["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()]).unwrap();
+        assert_eq!(*c.next_admin.lock(), 0);
+        c.follow_leader_hint(&hint("127.0.0.1:2"));
+        assert_eq!(*c.next_admin.lock(), 1);
+        // Not a bootstrap server: the client keeps to the one it uses.
+        c.follow_leader_hint(&hint("10.0.0.9:7701"));
+        assert_eq!(*c.next_admin.lock(), 1);
+        c.follow_leader_hint(&tonic::metadata::MetadataMap::new());
+        assert_eq!(*c.next_admin.lock(), 1);
+    }
+}

@@ -343,9 +343,11 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
             .put(keys::REASSIGN_CANCEL, ReassignmentRecord::default().encode_to_vec())
             .await?;
     }
-    for _ in 0..ATTEMPTS {
+    for attempt in 0..ATTEMPTS {
+        let timer = std::time::Instant::now();
         let view = load_view(client).await?;
         let (moving, marker) = load_reassignments(client).await?;
+        let read = timer.elapsed();
         let live = view.live_brokers();
         let mut changes = Vec::new();
         let mut cancelled = Vec::new();
@@ -373,7 +375,18 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
         let marker_op = put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default());
         let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
         ops.push(marker_op);
-        if write(client, guards, ops).await? {
+        let planned = timer.elapsed();
+        let written = write(client, guards, ops).await?;
+        tracing::debug!(
+            attempt,
+            partitions = cancelled.len(),
+            read_ms = read.as_millis() as u64,
+            plan_ms = (planned - read).as_millis() as u64,
+            write_ms = (timer.elapsed() - planned).as_millis() as u64,
+            written,
+            "cancel-all"
+        );
+        if written {
             return Ok(CancelAllReassignmentsResponse {
                 error_code: if refused.is_empty() {
                     0

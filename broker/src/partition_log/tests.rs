@@ -718,3 +718,34 @@ fn empty_logs_hold_no_file_descriptors() {
     let after = fds();
     assert!(after > before && after <= before + 2 + 5, "{before} then {after}");
 }
+
+#[test]
+fn a_new_log_leaves_its_folder_syncs_to_the_caller_and_an_existing_one_none() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("t-0");
+    let mut syncs = PendingDirSyncs::default();
+    let mut log = PartitionLog::open_deferring_syncs(&dir, small(1 << 20, 4096), &mut syncs).unwrap();
+    // The new folder (its segment files) and its parent (the folder's own entry).
+    let mut want = vec![root.path().to_path_buf(), dir.clone()];
+    want.sort();
+    assert_eq!(syncs.0.iter().cloned().collect::<Vec<_>>(), want);
+    assert!(syncs.sync().is_empty());
+    fill(&mut log, 3, 0);
+    drop(log);
+
+    let mut again = PendingDirSyncs::default();
+    let log = PartitionLog::open_deferring_syncs(&dir, small(1 << 20, 4096), &mut again).unwrap();
+    assert_eq!(log.log_end_offset(), 3);
+    assert!(again.0.is_empty(), "{again:?}");
+}
+
+#[test]
+fn a_failed_folder_sync_is_reported_with_its_path() {
+    let root = tempfile::tempdir().unwrap();
+    let mut syncs = PendingDirSyncs::default();
+    let gone = root.path().join("gone");
+    syncs.add(&gone);
+    let errors = syncs.sync();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].to_string().contains("gone"), "{}", errors[0]);
+}
