@@ -2,7 +2,7 @@
 //! the metadata assigns here, set each one's role, start or stop its fetcher, and delete from
 //! disk the replicas no longer assigned here.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -96,6 +96,9 @@ pub struct BrokerCore {
     /// Bumped once a failed dir's replicas are offline, for the registration to publish.
     pub offline_published: tokio::sync::watch::Sender<u64>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
+    /// Partitions led here that a follower outside the ISR fetched from since the ISR scan last
+    /// looked: the candidates to grow their ISR (see `isr_loop`).
+    pub isr_candidates: Mutex<HashSet<TopicPartition>>,
 }
 
 /// Why the broker could not open its data.
@@ -150,6 +153,7 @@ impl BrokerCore {
             offline_published: tokio::sync::watch::channel(0).0,
             config,
             fetchers: Mutex::new(HashMap::new()),
+            isr_candidates: Mutex::new(HashSet::new()),
         })
     }
 

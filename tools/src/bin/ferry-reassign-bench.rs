@@ -2,7 +2,9 @@
 //! metadata moves: the time to commit one submit of N partitions, the time until every adding
 //! replica exists on its broker (as its DescribeLogDirs reports), the time until every move has
 //! completed (each adding replica has also joined the ISR and the move is committed), and the time
-//! to commit a cancel-all over N pending moves. Prints a table and JSON lines.
+//! to commit a cancel-all over N pending moves. With brokers, the submit waits until every
+//! replica of the new topic exists, so that their creation is not timed as part of the move.
+//! Prints a table and JSON lines.
 
 use std::time::{Duration, Instant};
 
