@@ -4,6 +4,7 @@
 pub mod active;
 pub mod admin;
 pub mod configs;
+pub mod leader_hint;
 pub mod log_dirs;
 pub mod partition_change;
 pub mod placement;

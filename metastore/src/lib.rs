@@ -8,7 +8,6 @@
 pub mod client;
 pub mod codec;
 pub mod kv_state;
-pub mod leader_hint;
 pub mod lease;
 pub mod log_store;
 pub mod metrics;

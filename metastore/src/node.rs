@@ -259,15 +259,13 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         })
     });
     let extra = cfg.extra_services.clone();
-    let hints = crate::leader_hint::layer(&raft, cfg.id);
     let server = tokio::spawn(async move {
         // A follower broker keeps one replication stream per partition open on its leader's
         // connection; hyper's default of 200 concurrent streams would stall the rest.
         let mut builder = tonic::transport::Server::builder()
             .tcp_nodelay(true)
             .max_concurrent_streams(MAX_STREAMS)
-            .initial_connection_window_size(crate::peers::CONNECTION_WINDOW)
-            .layer(hints);
+            .initial_connection_window_size(crate::peers::CONNECTION_WINDOW);
         let router = match extra {
             Some(routes) => builder.add_routes(routes).add_service(health),
             None => builder.add_service(health),

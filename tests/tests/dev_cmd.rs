@@ -147,3 +147,45 @@ fn dev_refuses_counts_out_of_range() {
     }
     assert!(!dir.path().join("ferry-dev").exists());
 }
+
+/// The admin service of a node that does not lead names the leader in every answer, and the
+/// leader's answers name nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_name_the_leader_in_their_admin_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_dev, printed) = tokio::task::block_in_place(|| start_dev(dir.path(), &[]));
+    let addrs: Vec<String> = printed
+        .iter()
+        .filter_map(|l| l.strip_prefix("  node ")?.split_once(": ").map(|(_, a)| a.to_string()))
+        .collect();
+    assert_eq!(addrs.len(), 3, "{printed:?}");
+    let hints = || async {
+        let mut out = Vec::new();
+        for a in &addrs {
+            let channel = metastore::peers::channel(a).unwrap();
+            let mut admin = proto::ferry::admin_client::AdminClient::new(channel);
+            let Ok(r) = admin.describe_cluster(DescribeClusterRequest {}).await else {
+                return None;
+            };
+            out.push(
+                r.metadata()
+                    .get(proto::LEADER_HINT)
+                    .map(|v| v.to_str().unwrap().to_string()),
+            );
+        }
+        Some(out)
+    };
+    wait_until(
+        Duration::from_secs(30),
+        "one leader, named by the two others",
+        || async {
+            let Some(h) = hints().await else { return false };
+            let leaders: Vec<usize> = (0..3).filter(|i| h[*i].is_none()).collect();
+            leaders.len() == 1
+                && (0..3)
+                    .filter(|i| *i != leaders[0])
+                    .all(|i| h[i].as_deref() == Some(addrs[leaders[0]].as_str()))
+        },
+    )
+    .await;
+}

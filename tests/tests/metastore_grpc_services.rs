@@ -1,9 +1,6 @@
-//! Every node serves the standard gRPC health service and server reflection, and a node that
-//! does not lead names the leader in its answers.
+//! Every node serves the standard gRPC health service and server reflection.
 
-use std::time::Duration;
-
-use tests::{wait_until, Cluster};
+use tests::Cluster;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
@@ -46,38 +43,6 @@ async fn health_and_reflection_are_served() {
         for want in ["ferry.metastore.v1.Metastore", "ferry.raft.v1.Raft"] {
             assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
         }
-    }
-    c.shutdown().await;
-}
-
-/// The leader hint: every answer of a follower carries the leader's address, whatever the
-/// service; the leader's answers carry none.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn followers_name_the_leader_in_their_answers() {
-    let c = Cluster::start(3).await;
-    let leader = c.wait_leader().await;
-    let hint_from = |addr: String| async move {
-        let mut health = HealthClient::new(metastore::peers::channel(&addr).unwrap());
-        let resp = health
-            .check(HealthCheckRequest { service: String::new() })
-            .await
-            .unwrap();
-        resp.metadata()
-            .get(proto::LEADER_HINT)
-            .map(|v| v.to_str().unwrap().to_string())
-    };
-    for (i, addr) in c.addrs.iter().enumerate() {
-        if i == leader {
-            assert_eq!(hint_from(addr.clone()).await, None);
-            continue;
-        }
-        // A follower knows the leader once its first heartbeat arrives.
-        let want = c.addrs[leader].clone();
-        wait_until(Duration::from_secs(10), "the follower's hint", || {
-            let (addr, want) = (addr.clone(), want.clone());
-            async move { hint_from(addr).await.as_deref() == Some(want.as_str()) }
-        })
-        .await;
     }
     c.shutdown().await;
 }

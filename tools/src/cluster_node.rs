@@ -170,6 +170,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         let admin = AdminServer::new(AdminService::new(client.clone()))
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30);
+        let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
         let mut routes = tonic::service::Routes::new(admin);
         if let Some(b) = &broker {
             routes = routes.add_service(b.service());
