@@ -56,12 +56,18 @@ fn refreshes_leader(code: ErrorCode) -> bool {
     )
 }
 
+/// How long a bootstrap server that failed a call is not chosen by a leader hint.
+const HINT_IGNORED_AFTER_FAILURE: Duration = Duration::from_secs(30);
+
 /// Talks to the quorum (admin) and the brokers (data).
 #[derive(Clone)]
 pub struct ClusterClient {
     admin: Vec<Channel>,
     /// The bootstrap addresses, in `admin`'s order, to follow a leader hint.
     admin_addrs: Arc<Vec<String>>,
+    /// When each bootstrap server last failed a call: a hint does not send calls back to one
+    /// that failed lately (a leader this client cannot reach would be named again and again).
+    admin_failed: Arc<Mutex<HashMap<usize, std::time::Instant>>>,
     next_admin: Arc<Mutex<usize>>,
     leaders: Arc<Mutex<HashMap<(String, u32), i32>>>,
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
@@ -81,6 +87,7 @@ impl ClusterClient {
         Ok(Self {
             admin,
             admin_addrs: Arc::new(bootstrap.to_vec()),
+            admin_failed: Default::default(),
             next_admin: Arc::new(Mutex::new(0)),
             leaders: Default::default(),
             endpoints: Default::default(),
@@ -108,13 +115,22 @@ impl ClusterClient {
         *self.next_admin.lock() += 1;
     }
 
-    /// Sends the next admin calls to the node a forwarded answer named as the leader, when it
-    /// is one of the bootstrap servers.
+    /// Sends the next admin calls to the node an answer named as the leader, when it is one of
+    /// the bootstrap servers (compared as written) and has not failed a call lately.
     fn follow_leader_hint(&self, meta: &tonic::metadata::MetadataMap) {
         let Some(addr) = meta.get(proto::LEADER_HINT).and_then(|v| v.to_str().ok()) else {
             return;
         };
-        if let Some(i) = self.admin_addrs.iter().position(|a| a == addr) {
+        let Some(i) = self.admin_addrs.iter().position(|a| a == addr) else {
+            tracing::debug!(leader = addr, "leader hint names no bootstrap server; ignored");
+            return;
+        };
+        let failed_lately = self
+            .admin_failed
+            .lock()
+            .get(&i)
+            .is_some_and(|t| t.elapsed() < HINT_IGNORED_AFTER_FAILURE);
+        if !failed_lately {
             *self.next_admin.lock() = i;
         }
     }
@@ -137,6 +153,8 @@ impl ClusterClient {
                 }
                 Err(s) => {
                     last = s.message().to_string();
+                    let failed = *self.next_admin.lock() % self.admin.len();
+                    self.admin_failed.lock().insert(failed, std::time::Instant::now());
                     self.rotate_admin();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
@@ -389,6 +407,10 @@ mod tests {
         c.follow_leader_hint(&hint("10.0.0.9:7701"));
         assert_eq!(*c.next_admin.lock(), 1);
         c.follow_leader_hint(&tonic::metadata::MetadataMap::new());
+        assert_eq!(*c.next_admin.lock(), 1);
+        // A server that failed a call lately is not chosen by a hint.
+        c.admin_failed.lock().insert(0, std::time::Instant::now());
+        c.follow_leader_hint(&hint("127.0.0.1:1"));
         assert_eq!(*c.next_admin.lock(), 1);
     }
 }

@@ -19,6 +19,9 @@ use crate::replica_manager::BrokerCore;
 const RETRY: Duration = Duration::from_millis(200);
 /// Longest pause between fetch attempts while failing.
 const MAX_RETRY: Duration = Duration::from_secs(3);
+/// Metadata answers waited out on one stream (about 15 s with the pauses) before the stream is
+/// given up and the leader's endpoint and epoch are looked at again.
+const MAX_WAITS_ON_STREAM: u32 = 8;
 
 /// Pauses between fetch attempts: doubling while they fail, so that many thousands of
 /// replicas waiting on one leader do not retry in lockstep every 200 ms.
@@ -49,8 +52,9 @@ impl Backoff {
 
 /// Answers that mean the leader's metadata and this replica's differ for now (the leader has
 /// not yet learnt that this broker is a replica, or of this epoch, or the other way round).
-/// The follower asks again on the same stream: ending it costs a stream reset, and h2 closes a
-/// connection whose streams are reset too often, failing every partition on it.
+/// The follower asks again on the same stream, for a while ([`MAX_WAITS_ON_STREAM`]): after a
+/// large move, tens of thousands of replicas wait so at once, and a new stream for each retry
+/// was a storm of stream setups and resets on the brokers' one connection.
 pub fn awaits_metadata(code: ErrorCode) -> bool {
     matches!(
         code,
@@ -169,6 +173,7 @@ async fn copy_from_leader(
     // The receiver is alive: it is moved into the call below.
     let _ = tx.send(request(leo, core.follower_throttle(r))).await;
     let mut stream = c.replica_fetch(ReceiverStream::new(rx)).await?.into_inner();
+    let mut waits = 0;
     while let Some(resp) = stream.message().await? {
         if resp.error_code != 0 {
             let code = ErrorCode(resp.error_code);
@@ -182,7 +187,8 @@ async fn copy_from_leader(
                     clamp_high_watermark(r, leo);
                 }
             }
-            if awaits_metadata(code) {
+            if awaits_metadata(code) && waits < MAX_WAITS_ON_STREAM {
+                waits += 1;
                 tracing::debug!(replica = %r.name(), leader, %code, message = resp.error_message, "leader not ready; asking again");
                 tokio::time::sleep(backoff.pause()).await;
                 let leo = r.log.lock().log_end_offset();
@@ -197,6 +203,7 @@ async fn copy_from_leader(
             });
         }
         backoff.reset();
+        waits = 0;
         let leo = {
             let mut log = r.log.lock();
             if !resp.batches.is_empty() {

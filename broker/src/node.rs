@@ -447,8 +447,9 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     }
 }
 
-/// How often the ISR scan looks at every replica (for followers to drop): a quarter of the lag
-/// allowed, so that one is dropped at most a quarter late.
+/// How often the ISR scan looks at every replica (for followers to drop): about a quarter of the
+/// lag allowed, within 100 ms to 5 s, so that a follower is dropped a little after its lag runs
+/// out (plus the time a pass takes).
 fn full_isr_scan_ms(replica_lag_max_ms: u64) -> u64 {
     (replica_lag_max_ms / 4).clamp(100, 5_000)
 }
@@ -456,8 +457,10 @@ fn full_isr_scan_ms(replica_lag_max_ms: u64) -> u64 {
 /// Replicas the ISR scan checks between two yields to the runtime.
 const ISR_SCAN_YIELD_EVERY: usize = 256;
 
-/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
-/// so, asks the controller; the answer (or the metadata watch) brings the new state.
+/// Checks whether the ISR of partitions this broker leads should change and, if so, asks the
+/// controller; the answer (or the metadata watch) brings the new state. Every 100 ms it looks at
+/// the partitions a follower outside the ISR fetched from, and every replica now and then
+/// ([`full_isr_scan_ms`]).
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
@@ -499,6 +502,10 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                     p.observe_leader_end(leo, now);
                 }
                 if st.isr_change_in_flight {
+                    // Looked at again next pass: the follower's next fetch may be parked for long.
+                    if candidates.contains(&(r.topic.clone(), r.partition)) {
+                        core.isr_candidates.lock().insert((r.topic.clone(), r.partition));
+                    }
                     continue;
                 }
                 let Some(new_isr) = isr::next_isr(

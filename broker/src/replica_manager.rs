@@ -315,17 +315,44 @@ impl BrokerCore {
         // Every replica first, with the folder syncs of the new ones done together after.
         let mut syncs = crate::partition_log::PendingDirSyncs::default();
         let mut ready = Vec::with_capacity(assigned.len());
+        let mut created = Vec::new();
         for (tp, (state, dir)) in &assigned {
             match self.ensure_replica(tp, dir, &mut syncs) {
-                Ok(r) => ready.push((tp, state, r)),
+                Ok((r, new)) => {
+                    if new {
+                        created.push((tp, r.clone()));
+                    }
+                    ready.push((tp, state, r));
+                }
                 Err(e) => {
                     tracing::error!(replica = %replica_folder(&tp.0, tp.1), error = %e, "cannot create replica");
                 }
             }
         }
-        for e in syncs.sync() {
-            tracing::error!(error = %e, "cannot sync new replicas' folders");
-            self.report_log_error(&e);
+        let failed: Vec<PathBuf> = syncs
+            .sync()
+            .into_iter()
+            .map(|(dir, e)| {
+                tracing::error!(error = %e, "cannot sync new replicas' folders");
+                self.report_log_error(&e);
+                dir
+            })
+            .collect();
+        if !failed.is_empty() {
+            // A new replica whose folder may not survive a crash is not used: it would lead or
+            // acknowledge records. The next pass creates it again (or its dir is offline).
+            let unsynced = |r: &Replica| {
+                let dir = r.log.lock().dir().to_path_buf();
+                failed.iter().any(|f| dir.starts_with(f))
+            };
+            let mut hosted = self.replicas.write();
+            for (tp, r) in &created {
+                if unsynced(r) && hosted.get(*tp).is_some_and(|h| Arc::ptr_eq(h, r)) {
+                    hosted.remove(*tp);
+                }
+            }
+            drop(hosted);
+            ready.retain(|(_, _, r)| !created.iter().any(|(_, c)| Arc::ptr_eq(c, r)) || !unsynced(r));
         }
         for (tp, state, replica) in ready {
             if let Some(role) = replica.apply_metadata(state) {
@@ -367,9 +394,9 @@ impl BrokerCore {
         tp: &TopicPartition,
         dir: &DirChoice,
         syncs: &mut crate::partition_log::PendingDirSyncs,
-    ) -> Result<Arc<Replica>, crate::partition_log::LogError> {
+    ) -> Result<(Arc<Replica>, bool), crate::partition_log::LogError> {
         if let Some(r) = self.replicas.read().get(tp) {
-            return Ok(r.clone());
+            return Ok((r.clone(), false));
         }
         if self.offline_replicas.read().contains(tp) {
             return Err(crate::partition_log::LogError::InvalidConfig(format!(
@@ -386,7 +413,7 @@ impl BrokerCore {
         let log = PartitionLog::open_deferring_syncs(&path, self.config.log.clone(), syncs)?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
         let r = Arc::new(Replica::new(tp.0.clone(), tp.1, self.id, log));
-        Ok(self.replicas.write().entry(tp.clone()).or_insert(r).clone())
+        Ok((self.replicas.write().entry(tp.clone()).or_insert(r).clone(), true))
     }
 
     fn delete_replica(&self, tp: &TopicPartition) {

@@ -340,10 +340,17 @@ impl Broker for BrokerService {
                     .replica_fetch_one(&req)
                     .await
                     .unwrap_or_else(|e| ReplicaFetchResponse {
+                        // A follower ahead of the leader truncates to the leader's end, not to 0.
+                        log_end_offset: if e.code == ErrorCode::OFFSET_OUT_OF_RANGE {
+                            this.core
+                                .replica(&req.topic, req.partition)
+                                .map_or(-1, |r| r.log.lock().log_end_offset())
+                        } else {
+                            -1
+                        },
                         error_code: e.code.0,
                         error_message: e.message,
                         high_watermark: -1,
-                        log_end_offset: -1,
                         ..Default::default()
                     });
                 if tx.send(Ok(resp)).await.is_err() {

@@ -17,7 +17,8 @@ pub const MAX_MESSAGE: usize = 1 << 30;
 /// overhead of small DATA frames buffered on one connection at half this window and closes the
 /// connection past it ("too_many_data_frames"); with the default window a broker pair with more
 /// than about 12,000 partitions (one small fetch request buffered on each stream) lost its
-/// connection, every stream on it failed at once and the retries repeated the storm.
+/// connection, every stream on it failed at once and the retries repeated the storm. The cost: a
+/// peer may have this much unread data buffered on one connection.
 pub const CONNECTION_WINDOW: u32 = 128 << 20;
 
 /// Opens a lazy channel to `addr` (HOST:PORT).
@@ -25,9 +26,10 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
     Ok(Endpoint::from_shared(format!("http://{addr}"))?
         .connect_timeout(Duration::from_secs(2))
         .initial_connection_window_size(CONNECTION_WINDOW)
-        // h2 closes a connection for good after 1,024 streams it reset itself over its whole
-        // life (a guard against hostile servers); a broker's fetch streams to its peers come and
-        // go by the thousand as leadership moves, and the close fails all of them at once.
+        // h2 closes a connection for good after 1,024 stream resets it made itself over its whole
+        // life (mostly on late frames for streams already cancelled; a guard against hostile
+        // servers); a broker's fetch streams to its peers come and go by the thousand as
+        // leadership moves, and the close fails all of them at once.
         .http2_max_local_error_reset_streams(None)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(10))

@@ -21,8 +21,8 @@ pub mod errors;
 pub mod keys;
 pub mod topic_config;
 
-/// Admin response metadata naming the Raft leader's address when another node answered, so
-/// that a client sends its next requests there directly.
+/// Admin response metadata: a node that does not lead names the Raft leader's address in its
+/// answers, so that a client sends its next requests there directly.
 pub const LEADER_HINT: &str = "x-ferry-leader";
 
 /// The encoded file descriptor set, for gRPC server reflection.

@@ -107,9 +107,12 @@ impl PendingDirSyncs {
         self.0.insert(dir.to_path_buf());
     }
 
-    /// Fsyncs every pending dir once; the errors are the dirs that failed.
-    pub fn sync(self) -> Vec<LogError> {
-        self.0.iter().filter_map(|d| sync_dir(d).err()).collect()
+    /// Fsyncs every pending dir once; returns the dirs that failed, with their errors.
+    pub fn sync(self) -> Vec<(PathBuf, LogError)> {
+        self.0
+            .into_iter()
+            .filter_map(|d| sync_dir(&d).err().map(|e| (d, e)))
+            .collect()
     }
 }
 
@@ -156,7 +159,7 @@ impl PartitionLog {
         let mut syncs = PendingDirSyncs::default();
         let log = Self::open_deferring_syncs(dir, cfg, &mut syncs)?;
         match syncs.sync().into_iter().next() {
-            Some(e) => Err(e),
+            Some((_, e)) => Err(e),
             None => Ok(log),
         }
     }

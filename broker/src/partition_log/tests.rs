@@ -747,5 +747,6 @@ fn a_failed_folder_sync_is_reported_with_its_path() {
     syncs.add(&gone);
     let errors = syncs.sync();
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].to_string().contains("gone"), "{}", errors[0]);
+    assert_eq!(errors[0].0, gone);
+    assert!(errors[0].1.to_string().contains("gone"), "{}", errors[0].1);
 }
