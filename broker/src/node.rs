@@ -447,44 +447,22 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     }
 }
 
-/// How often the ISR scan looks at every replica (for followers to drop): about a quarter of the
-/// lag allowed, within 100 ms to 5 s, so that a follower is dropped a little after its lag runs
-/// out (plus the time a pass takes).
-fn full_isr_scan_ms(replica_lag_max_ms: u64) -> u64 {
-    (replica_lag_max_ms / 4).clamp(100, 5_000)
-}
-
 /// Replicas the ISR scan checks between two yields to the runtime.
 const ISR_SCAN_YIELD_EVERY: usize = 256;
 
-/// Checks whether the ISR of partitions this broker leads should change and, if so, asks the
-/// controller; the answer (or the metadata watch) brings the new state. Every 100 ms it looks at
-/// the partitions a follower outside the ISR fetched from, and every replica now and then
-/// ([`full_isr_scan_ms`]).
+/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
+/// so, asks the controller; the answer (or the metadata watch) brings the new state.
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
         return;
     };
     let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
-    let full_every = Duration::from_millis(full_isr_scan_ms(core.config.replica_lag_max_ms));
-    let mut last_full = tokio::time::Instant::now();
     loop {
         // A pause after each pass, not a fixed tick: a pass over 100,000 replicas takes longer
         // than a tick, and passes back to back would occupy a worker for good.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        // Growing an ISR follows fetches, so most passes look only at the partitions a follower
-        // outside the ISR fetched from; shrinking follows time, checked over every replica a
-        // few times per lag window (scanning 100,000 replicas every pass took 13% of the CPU
-        // of a `ferry dev` moving them).
-        let candidates = std::mem::take(&mut *core.isr_candidates.lock());
-        let replicas: Vec<_> = if last_full.elapsed() >= full_every {
-            last_full = tokio::time::Instant::now();
-            core.replicas.read().values().cloned().collect()
-        } else {
-            let hosted = core.replicas.read();
-            candidates.iter().filter_map(|tp| hosted.get(tp).cloned()).collect()
-        };
+        let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
         for (i, r) in replicas.into_iter().enumerate() {
             if i % ISR_SCAN_YIELD_EVERY == ISR_SCAN_YIELD_EVERY - 1 {
                 // Long passes give way, so Raft heartbeats on the same runtime are not starved.
@@ -502,10 +480,6 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                     p.observe_leader_end(leo, now);
                 }
                 if st.isr_change_in_flight {
-                    // Looked at again next pass: the follower's next fetch may be parked for long.
-                    if candidates.contains(&(r.topic.clone(), r.partition)) {
-                        core.isr_candidates.lock().insert((r.topic.clone(), r.partition));
-                    }
                     continue;
                 }
                 let Some(new_isr) = isr::next_isr(
@@ -564,17 +538,5 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 r.state.lock().isr_change_in_flight = false;
             });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_replica_is_scanned_a_few_times_per_lag_window_within_bounds() {
-        assert_eq!(full_isr_scan_ms(10_000), 2_500);
-        assert_eq!(full_isr_scan_ms(30_000), 5_000);
-        assert_eq!(full_isr_scan_ms(200), 100);
     }
 }

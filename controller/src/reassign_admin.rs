@@ -223,6 +223,44 @@ fn plan_alter(
     Plan::Write(changes, results, submitted)
 }
 
+/// Times a request's phases (reading the metadata, planning, writing) for its debug line.
+struct PhaseTimer {
+    start: std::time::Instant,
+    read: std::time::Duration,
+    planned: std::time::Duration,
+}
+
+impl PhaseTimer {
+    fn start() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+            read: Default::default(),
+            planned: Default::default(),
+        }
+    }
+
+    fn read_done(&mut self) {
+        self.read = self.start.elapsed();
+    }
+
+    fn plan_done(&mut self) {
+        self.planned = self.start.elapsed();
+    }
+
+    /// Logs the phases of attempt `attempt` of request `what` over `partitions`.
+    fn log(&self, what: &str, attempt: usize, partitions: usize, written: bool) {
+        tracing::debug!(
+            attempt,
+            partitions,
+            read_ms = self.read.as_millis() as u64,
+            plan_ms = self.planned.saturating_sub(self.read).as_millis() as u64,
+            write_ms = self.start.elapsed().saturating_sub(self.planned).as_millis() as u64,
+            written,
+            "{what}"
+        );
+    }
+}
+
 /// Retries of a request whose guards failed because the metadata moved under it.
 const ATTEMPTS: usize = 5;
 
@@ -240,13 +278,13 @@ pub async fn alter(
     client: &Client,
     req: AlterPartitionReassignmentsRequest,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
-    for _ in 0..ATTEMPTS {
-        let timer = std::time::Instant::now();
+    for attempt in 0..ATTEMPTS {
+        let mut timer = PhaseTimer::start();
         let view = load_view(client).await?;
         let (moving, marker) = load_reassignments(client).await?;
-        let read = timer.elapsed();
+        timer.read_done();
         let plan = plan_alter(&req, &view, &moving, marker);
-        let planned = timer.elapsed();
+        timer.plan_done();
         let (changes, results, submitted) = match plan {
             Plan::Refused(r) => return Ok(r),
             Plan::Write(c, r, s) => (c, r, s),
@@ -274,14 +312,7 @@ pub async fn alter(
             });
         }
         let written = write(client, guards, ops).await?;
-        tracing::debug!(
-            partitions = req.partitions.len(),
-            read_ms = read.as_millis() as u64,
-            plan_ms = (planned - read).as_millis() as u64,
-            write_ms = (timer.elapsed() - planned).as_millis() as u64,
-            written,
-            "reassignment request"
-        );
+        timer.log("reassignment request", attempt, req.partitions.len(), written);
         if written {
             return Ok(AlterPartitionReassignmentsResponse {
                 results,
@@ -344,10 +375,10 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
             .await?;
     }
     for attempt in 0..ATTEMPTS {
-        let timer = std::time::Instant::now();
+        let mut timer = PhaseTimer::start();
         let view = load_view(client).await?;
         let (moving, marker) = load_reassignments(client).await?;
-        let read = timer.elapsed();
+        timer.read_done();
         let live = view.live_brokers();
         let mut changes = Vec::new();
         let mut cancelled = Vec::new();
@@ -375,17 +406,9 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
         let marker_op = put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default());
         let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
         ops.push(marker_op);
-        let planned = timer.elapsed();
+        timer.plan_done();
         let written = write(client, guards, ops).await?;
-        tracing::debug!(
-            attempt,
-            partitions = cancelled.len(),
-            read_ms = read.as_millis() as u64,
-            plan_ms = (planned - read).as_millis() as u64,
-            write_ms = (timer.elapsed() - planned).as_millis() as u64,
-            written,
-            "cancel-all"
-        );
+        timer.log("cancel-all", attempt, cancelled.len(), written);
         if written {
             return Ok(CancelAllReassignmentsResponse {
                 error_code: if refused.is_empty() {
