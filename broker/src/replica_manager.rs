@@ -2,7 +2,7 @@
 //! the metadata assigns here, set each one's role, start or stop its fetcher, and delete from
 //! disk the replicas no longer assigned here.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -96,9 +96,6 @@ pub struct BrokerCore {
     /// Bumped once a failed dir's replicas are offline, for the registration to publish.
     pub offline_published: tokio::sync::watch::Sender<u64>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
-    /// Partitions led here that a follower outside the ISR fetched from since the ISR scan last
-    /// looked: the candidates to grow their ISR (see `isr_loop`).
-    pub isr_candidates: Mutex<HashSet<TopicPartition>>,
 }
 
 /// Why the broker could not open its data.
@@ -153,7 +150,6 @@ impl BrokerCore {
             offline_published: tokio::sync::watch::channel(0).0,
             config,
             fetchers: Mutex::new(HashMap::new()),
-            isr_candidates: Mutex::new(HashSet::new()),
         })
     }
 
@@ -315,15 +311,9 @@ impl BrokerCore {
         // Every replica first, with the folder syncs of the new ones done together after.
         let mut syncs = crate::partition_log::PendingDirSyncs::default();
         let mut ready = Vec::with_capacity(assigned.len());
-        let mut created = Vec::new();
         for (tp, (state, dir)) in &assigned {
             match self.ensure_replica(tp, dir, &mut syncs) {
-                Ok((r, new)) => {
-                    if new {
-                        created.push((tp, r.clone()));
-                    }
-                    ready.push((tp, state, r));
-                }
+                Ok((r, new)) => ready.push((tp, state, r, new)),
                 Err(e) => {
                     tracing::error!(replica = %replica_folder(&tp.0, tp.1), error = %e, "cannot create replica");
                 }
@@ -341,20 +331,19 @@ impl BrokerCore {
         if !failed.is_empty() {
             // A new replica whose folder may not survive a crash is not used: it would lead or
             // acknowledge records. The next pass creates it again (or its dir is offline).
-            let unsynced = |r: &Replica| {
-                let dir = r.log.lock().dir().to_path_buf();
-                failed.iter().any(|f| dir.starts_with(f))
-            };
             let mut hosted = self.replicas.write();
-            for (tp, r) in &created {
-                if unsynced(r) && hosted.get(*tp).is_some_and(|h| Arc::ptr_eq(h, r)) {
+            ready.retain(|(tp, _, r, new)| {
+                let unsynced = *new && {
+                    let dir = r.log.lock().dir().to_path_buf();
+                    failed.iter().any(|f| dir.starts_with(f))
+                };
+                if unsynced && hosted.get(*tp).is_some_and(|h| Arc::ptr_eq(h, r)) {
                     hosted.remove(*tp);
                 }
-            }
-            drop(hosted);
-            ready.retain(|(_, _, r)| !created.iter().any(|(_, c)| Arc::ptr_eq(c, r)) || !unsynced(r));
+                !unsynced
+            });
         }
-        for (tp, state, replica) in ready {
+        for (tp, state, replica, _) in ready {
             if let Some(role) = replica.apply_metadata(state) {
                 let mut fetchers = self.fetchers.lock();
                 if let Some(h) = fetchers.remove(tp) {

@@ -241,9 +241,6 @@ impl BrokerService {
                 .entry(req.replica_id)
                 .or_insert_with(|| crate::isr::FollowerProgress::new(now))
                 .on_fetch(req.fetch_offset, leo, now);
-            if !st.meta.isr.contains(&req.replica_id) {
-                self.core.isr_candidates.lock().insert((r.topic.clone(), r.partition));
-            }
         }
         r.update_high_watermark();
         let from = req.fetch_offset;
