@@ -3,8 +3,8 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// The one format this build writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The one format this build writes and reads (2: log entries carry encoded command segments).
+pub const FORMAT_VERSION: u8 = 2;
 
 /// Errors from [`decode`].
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +24,11 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
+/// Most memory one decode may claim. Without a limit, bincode allocates whatever a length prefix
+/// claims before reading the bytes, so a bad prefix from the network would abort the process;
+/// no value this store handles comes near it.
+const DECODE_LIMIT: usize = 1 << 32;
+
 /// Encodes a value behind the format-version byte.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = vec![FORMAT_VERSION];
@@ -39,18 +44,42 @@ pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) {
         .expect("bincode encoding into a Vec is infallible for derived types");
 }
 
-/// Decodes what [`encode`] wrote, checking the version byte.
+/// The format before log entries carried encoded command segments; every other stored value
+/// (vote, purge point, snapshot) kept its layout in version 2.
+pub const FORMAT_1: u8 = 1;
+
+/// Decodes what [`encode`] wrote, checking the version byte: RPCs and log entries.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    decode_versions(bytes, &[FORMAT_VERSION])
+}
+
+/// Decodes a stored value whose layout is the same in [`FORMAT_1`] and this format, so that a
+/// data dir written before version 2 still opens.
+pub fn decode_stored<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    decode_versions(bytes, &[FORMAT_VERSION, FORMAT_1])
+}
+
+/// Decodes a value written in one of `versions`.
+pub fn decode_versions<T: DeserializeOwned>(bytes: &[u8], versions: &[u8]) -> Result<T, CodecError> {
     let (&version, rest) = bytes.split_first().ok_or(CodecError::Empty)?;
-    if version != FORMAT_VERSION {
+    if !versions.contains(&version) {
         return Err(CodecError::UnknownVersion(version));
     }
-    let (value, _) =
-        bincode::serde::decode_from_slice(rest, config()).map_err(|e| CodecError::Malformed(e.to_string()))?;
+    let (value, _) = bincode::serde::decode_from_slice(rest, config().with_limit::<DECODE_LIMIT>())
+        .map_err(|e| CodecError::Malformed(e.to_string()))?;
     Ok(value)
 }
 
-/// Decodes from a reader; the version byte must already be consumed.
-pub fn decode_from_reader<T: DeserializeOwned, R: std::io::Read>(r: &mut R) -> Result<T, CodecError> {
-    bincode::serde::decode_from_std_read(r, config()).map_err(|e| CodecError::Malformed(e.to_string()))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_length_prefix_is_an_error_not_an_allocation() {
+        // A String claiming 2^60 bytes: varint marker 0xFD then a u64.
+        let mut bytes = vec![FORMAT_VERSION, 0xFD];
+        bytes.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(matches!(decode::<String>(&bytes), Err(CodecError::Malformed(_))));
+        assert_eq!(decode::<String>(&encode(&"ok".to_string())).expect("decodes"), "ok");
+    }
 }

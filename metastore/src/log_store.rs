@@ -5,6 +5,9 @@
 //! each append's flush before its next command, so grouping many writes into one fsync happens
 //! earlier, in the proposer's batches. The vote, truncation and purge flush before they return.
 //!
+//! Each entry is stored in small pieces (see [`PIECE_BYTES`]), so that sled never writes part of
+//! the log to a file its `flush` does not sync.
+//!
 //! The flusher is a plain thread calling sled's blocking `flush`, not `flush_async`: the latter
 //! hands each flush to sled's thread pool, whose `notify_all` wakes every idle pool thread per job,
 //! and those futex storms were most of a leader's CPU time.
@@ -13,10 +16,10 @@ use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{OptionalSend, RaftLogReader, StorageIOError, Vote};
+use openraft::{EntryPayload, OptionalSend, RaftLogReader, StorageIOError, Vote};
 
 use crate::codec;
-use crate::types::{Entry, LogId, NodeId, StorageError, TypeConfig};
+use crate::types::{encode_segment, Entry, LogId, NodeId, Proposal, StorageError, TypeConfig};
 
 const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
@@ -31,8 +34,97 @@ pub struct LogStore {
     flush_tx: std::sync::mpsc::Sender<LogFlushed<TypeConfig>>,
 }
 
-fn index_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
+/// An entry is stored in pieces of at most this many bytes, each under its own key. sled 0.34
+/// writes any value or tree node over a quarter of its segment (128 KiB) to a file of its own,
+/// which its `flush` never fsyncs: a large entry, or a leaf of a few, would be acknowledged
+/// before it is on disk. A leaf splits past 16 items (and takes in small siblings), so pieces
+/// this small keep it well under that.
+pub const PIECE_BYTES: usize = 4 * 1024;
+
+/// Key of one piece of an entry: index, then the piece's place (big-endian, so both sort).
+fn piece_key(index: u64, piece: u32) -> [u8; 12] {
+    let mut k = [0; 12];
+    k[..8].copy_from_slice(&index.to_be_bytes());
+    k[8..].copy_from_slice(&piece.to_be_bytes());
+    k
+}
+
+fn key_index(key: &[u8]) -> Option<u64> {
+    key.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes)
+}
+
+/// The pieces of an encoded entry: the first starts with how many there are.
+fn split_pieces(encoded: &[u8]) -> Vec<Vec<u8>> {
+    let count = encoded.len().div_ceil(PIECE_BYTES).max(1);
+    let mut pieces: Vec<Vec<u8>> = encoded.chunks(PIECE_BYTES).map(<[u8]>::to_vec).collect();
+    if pieces.is_empty() {
+        pieces.push(Vec::new());
+    }
+    let mut first = (count as u32).to_be_bytes().to_vec();
+    first.extend_from_slice(&pieces[0]);
+    pieces[0] = first;
+    pieces
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("log entry {index} is stored incompletely: {reason}")]
+struct BrokenEntry {
+    index: u64,
+    reason: &'static str,
+}
+
+/// Joins an entry's pieces back together while reading keys in order.
+#[derive(Default)]
+struct Assembler {
+    index: u64,
+    expected: u32,
+    got: u32,
+    buf: Vec<u8>,
+}
+
+impl Assembler {
+    /// Takes the next piece; returns the whole encoded entry when this was its last piece.
+    fn push(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, BrokenEntry> {
+        let index = key_index(key).ok_or(BrokenEntry {
+            index: 0,
+            reason: "short key",
+        })?;
+        let piece = key.get(8..12).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes);
+        let broken = |reason| BrokenEntry { index, reason };
+        match piece {
+            Some(0) => {
+                if self.got != self.expected {
+                    return Err(BrokenEntry {
+                        index: self.index,
+                        reason: "pieces missing",
+                    });
+                }
+                let (count, rest) = value.split_at_checked(4).ok_or_else(|| broken("short first piece"))?;
+                let count = u32::from_be_bytes([count[0], count[1], count[2], count[3]]);
+                *self = Self {
+                    index,
+                    expected: count,
+                    got: 1,
+                    buf: rest.to_vec(),
+                };
+            }
+            Some(n) if index == self.index && n == self.got && n < self.expected => {
+                self.got += 1;
+                self.buf.extend_from_slice(value);
+            }
+            _ => return Err(broken("piece out of place")),
+        }
+        if self.got == self.expected {
+            Ok(Some(std::mem::take(&mut self.buf)))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Whether the last entry begun is complete.
+    fn is_complete(&self) -> bool {
+        self.got == self.expected
+    }
 }
 
 fn read_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -44,10 +136,13 @@ fn write_err(e: impl std::error::Error + 'static) -> StorageError {
 }
 
 impl LogStore {
-    /// Opens the log in `db` and starts its flusher thread.
+    /// Opens the log in `db` and starts its flusher thread. The pieces of an entry whose append
+    /// a crash cut short (never acknowledged) are removed.
     pub fn open(db: sled::Db) -> Result<Self, sled::Error> {
         let logs = db.open_tree("raft_log")?;
         let meta = db.open_tree("raft_meta")?;
+        upgrade_format_1(&db, &logs)?;
+        remove_broken_tail(&db, &logs)?;
         let (flush_tx, flush_rx) = std::sync::mpsc::channel();
         let flusher_db = db.clone();
         std::thread::Builder::new()
@@ -72,13 +167,141 @@ impl LogStore {
     fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, StorageError> {
         match self.meta.get(key).map_err(read_err)? {
             None => Ok(None),
-            Some(v) => codec::decode(&v).map(Some).map_err(read_err),
+            Some(v) => codec::decode_stored(&v).map(Some).map_err(read_err),
         }
     }
 
     fn last_purged(&self) -> Result<Option<LogId>, StorageError> {
         self.get_meta(KEY_LAST_PURGED)
     }
+
+    /// Writes an entry's pieces, in order (not yet durable).
+    fn insert_entry(&self, entry: &Entry) -> Result<(), StorageError> {
+        insert_pieces(&self.logs, entry).map_err(write_err)
+    }
+
+    /// Removes every piece with a key in `range`.
+    fn remove_range(&self, range: impl RangeBounds<[u8; 12]>) -> Result<(), StorageError> {
+        let keys: Vec<_> = self
+            .logs
+            .range(range)
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(write_err)?;
+        let mut batch = sled::Batch::default();
+        for k in keys {
+            batch.remove(k);
+        }
+        self.logs.apply_batch(batch).map_err(write_err)
+    }
+}
+
+/// Writes an entry's pieces, in order.
+fn insert_pieces(logs: &sled::Tree, entry: &Entry) -> Result<(), sled::Error> {
+    let index = entry.log_id.index;
+    for (i, piece) in split_pieces(&codec::encode(entry)).into_iter().enumerate() {
+        logs.insert(piece_key(index, i as u32), piece)?;
+    }
+    Ok(())
+}
+
+/// Log entries as format 1 stored them: whole, under the 8-byte index, the proposal's commands
+/// encoded in place.
+mod format1 {
+    use std::io::Cursor;
+
+    use serde::{Deserialize, Serialize};
+
+    use crate::types::{Command, ProposalResult};
+
+    /// A format 1 proposal.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    pub struct Proposal {
+        /// The commands, applied in order.
+        pub commands: Vec<Command>,
+    }
+
+    openraft::declare_raft_types!(
+        /// The Raft types of format 1.
+        pub TypeConfig:
+            D = Proposal,
+            R = ProposalResult,
+    );
+}
+
+/// Rewrites format 1 entries as pieces of this format, one entry at a time: after a crash
+/// half-way, the next open finishes the job (an entry both ways is written again).
+fn upgrade_format_1(db: &sled::Db, logs: &sled::Tree) -> Result<(), sled::Error> {
+    let old: Vec<(sled::IVec, sled::IVec)> = logs
+        .iter()
+        .filter(|item| item.as_ref().map_or(true, |(k, _)| k.len() == 8))
+        .collect::<Result<_, _>>()?;
+    if old.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(entries = old.len(), "rewriting the Raft log in the current format");
+    for (k, v) in old {
+        let entry: openraft::Entry<format1::TypeConfig> = codec::decode_versions(&v, &[codec::FORMAT_1])
+            .map_err(|e| sled::Error::Unsupported(format!("format 1 log entry: {e}")))?;
+        let payload = match entry.payload {
+            EntryPayload::Blank => EntryPayload::Blank,
+            EntryPayload::Normal(p) => EntryPayload::Normal(Proposal {
+                segments: vec![encode_segment(&p.commands)],
+            }),
+            EntryPayload::Membership(m) => EntryPayload::Membership(m),
+        };
+        insert_pieces(
+            logs,
+            &Entry {
+                log_id: entry.log_id,
+                payload,
+            },
+        )?;
+        logs.remove(k)?;
+    }
+    db.flush()?;
+    Ok(())
+}
+
+/// sled recovers its writes in order, so only the last entry can be partly there, and only when
+/// its append was never acknowledged.
+fn remove_broken_tail(db: &sled::Db, logs: &sled::Tree) -> Result<(), sled::Error> {
+    let Some(index) = logs.last()?.and_then(|(k, _)| key_index(&k)) else {
+        return Ok(());
+    };
+    let mut asm = Assembler::default();
+    let mut whole = false;
+    // Keys to remove: the whole entry when it is broken, else any piece past its count.
+    let mut remove = Vec::new();
+    for item in logs.range(piece_key(index, 0)..=piece_key(index, u32::MAX)) {
+        let (k, v) = item?;
+        if whole {
+            remove.push(k);
+            continue;
+        }
+        match asm.push(&k, &v) {
+            Ok(Some(_)) => whole = true,
+            Ok(None) => {}
+            Err(_) => break,
+        }
+    }
+    if !whole {
+        tracing::warn!(index, "removing a log entry whose append did not finish");
+        remove = logs
+            .range(piece_key(index, 0)..=piece_key(index, u32::MAX))
+            .keys()
+            .collect::<Result<_, _>>()?;
+    }
+    if remove.is_empty() {
+        return Ok(());
+    }
+    let mut batch = sled::Batch::default();
+    for k in remove {
+        batch.remove(k);
+    }
+    logs.apply_batch(batch)?;
+    db.flush()?;
+    Ok(())
 }
 
 /// Flushes for each queued append (appends queued meanwhile share the flush); ends when every log
@@ -112,14 +335,23 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => 0,
         };
         let iter = match range.end_bound() {
-            Bound::Included(i) => self.logs.range(index_key(start)..=index_key(*i)),
-            Bound::Excluded(i) => self.logs.range(index_key(start)..index_key(*i)),
-            Bound::Unbounded => self.logs.range(index_key(start)..),
+            Bound::Included(i) => self.logs.range(piece_key(start, 0)..=piece_key(*i, u32::MAX)),
+            Bound::Excluded(i) => self.logs.range(piece_key(start, 0)..piece_key(*i, 0)),
+            Bound::Unbounded => self.logs.range(piece_key(start, 0)..),
         };
         let mut out = Vec::new();
+        let mut asm = Assembler::default();
         for item in iter {
-            let (_, v) = item.map_err(read_err)?;
-            out.push(codec::decode::<Entry>(&v).map_err(read_err)?);
+            let (k, v) = item.map_err(read_err)?;
+            if let Some(encoded) = asm.push(&k, &v).map_err(read_err)? {
+                out.push(codec::decode::<Entry>(&encoded).map_err(read_err)?);
+            }
+        }
+        if !asm.is_complete() {
+            return Err(read_err(BrokenEntry {
+                index: asm.index,
+                reason: "pieces missing",
+            }));
         }
         Ok(out)
     }
@@ -130,8 +362,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
-        let last_log_id = match self.logs.last().map_err(read_err)? {
-            Some((_, v)) => Some(codec::decode::<Entry>(&v).map_err(read_err)?.log_id),
+        let last_index = self.logs.last().map_err(read_err)?.and_then(|(k, _)| key_index(&k));
+        let last_log_id = match last_index {
+            Some(i) => self.try_get_log_entries(i..=i).await?.pop().map(|e| e.log_id),
             None => last_purged_log_id,
         };
         Ok(LogState {
@@ -178,9 +411,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // sled recovers its log in order, so a crash before the flush leaves a prefix of these
         // entries, which Raft treats as a shorter append that was never acknowledged.
         for entry in entries {
-            self.logs
-                .insert(index_key(entry.log_id.index), codec::encode(&entry))
-                .map_err(write_err)?;
+            self.insert_entry(&entry)?;
         }
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
@@ -191,17 +422,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        let keys: Vec<_> = self
-            .logs
-            .range(index_key(log_id.index)..)
-            .keys()
-            .collect::<Result<_, _>>()
-            .map_err(write_err)?;
-        let mut batch = sled::Batch::default();
-        for k in keys {
-            batch.remove(k);
-        }
-        self.logs.apply_batch(batch).map_err(write_err)?;
+        self.remove_range(piece_key(log_id.index, 0)..)?;
         self.flush().await.map_err(write_err)?;
         Ok(())
     }
@@ -212,18 +433,136 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .insert(KEY_LAST_PURGED, codec::encode(&log_id))
             .map_err(write_err)?;
         self.flush().await.map_err(write_err)?;
-        let keys: Vec<_> = self
-            .logs
-            .range(..=index_key(log_id.index))
-            .keys()
-            .collect::<Result<_, _>>()
-            .map_err(write_err)?;
-        let mut batch = sled::Batch::default();
-        for k in keys {
-            batch.remove(k);
-        }
-        self.logs.apply_batch(batch).map_err(write_err)?;
+        self.remove_range(..=piece_key(log_id.index, u32::MAX))?;
         self.flush().await.map_err(write_err)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Proposal;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    fn entry(index: u64, bytes: usize) -> Entry {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Proposal {
+                segments: vec![vec![index as u8; bytes].into()],
+            }),
+        }
+    }
+
+    fn open(dir: &std::path::Path) -> (sled::Db, LogStore) {
+        // A closed store's flusher thread lets go of the files a moment after the store is gone.
+        let mut tries = 0;
+        let db = loop {
+            match sled::Config::new().path(dir.join("raft")).open() {
+                Ok(db) => break db,
+                Err(e) if tries < 100 => {
+                    tries += 1;
+                    let _ = e;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => panic!("open sled: {e}"),
+            }
+        };
+        let log = LogStore::open(db.clone()).expect("open log");
+        (db, log)
+    }
+
+    fn files_under(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |d| d.count())
+    }
+
+    #[tokio::test]
+    async fn large_entries_round_trip_without_unsynced_blob_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (db, mut log) = open(dir.path());
+        let sizes = [0, 10, PIECE_BYTES, PIECE_BYTES + 1, 3 << 20];
+        for (i, n) in sizes.iter().enumerate() {
+            log.insert_entry(&entry(i as u64 + 1, *n)).expect("insert");
+        }
+        db.flush().expect("flush");
+        // sled keeps values and nodes over its blob threshold in files that flush never syncs.
+        assert_eq!(files_under(&dir.path().join("raft").join("blobs")), 0);
+        let read = log.try_get_log_entries(1..=5).await.expect("read");
+        let expected: Vec<_> = sizes.iter().enumerate().map(|(i, n)| entry(i as u64 + 1, *n)).collect();
+        assert_eq!(read, expected);
+        assert_eq!(log.try_get_log_entries(2..4).await.expect("read"), expected[1..3]);
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(5));
+    }
+
+    #[tokio::test]
+    async fn a_format_1_log_is_rewritten_on_open() {
+        use crate::types::{Command, CommandKind, Op, Txn};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cmd = Command {
+            request_id: Some("r1".into()),
+            kind: CommandKind::Txn(Txn {
+                guards: vec![],
+                ops: vec![Op::Delete { key: "/a".into() }],
+            }),
+        };
+        {
+            let db = sled::Config::new()
+                .path(dir.path().join("raft"))
+                .open()
+                .expect("open sled");
+            let logs = db.open_tree("raft_log").expect("tree");
+            let old = |index: u64, payload| openraft::Entry::<format1::TypeConfig> {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+                payload,
+            };
+            let entries = [
+                old(1, EntryPayload::Blank),
+                old(
+                    2,
+                    EntryPayload::Normal(format1::Proposal {
+                        commands: vec![cmd.clone()],
+                    }),
+                ),
+            ];
+            for e in entries {
+                let mut v = vec![codec::FORMAT_1];
+                codec::encode_into(&e, &mut v);
+                logs.insert(e.log_id.index.to_be_bytes(), v).expect("insert");
+            }
+            db.flush().expect("flush");
+        }
+        let (_db, mut log) = open(dir.path());
+        let read = log.try_get_log_entries(1..).await.expect("read");
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].payload, EntryPayload::Blank);
+        let EntryPayload::Normal(p) = &read[1].payload else {
+            panic!("entry 2 is not a proposal: {:?}", read[1].payload);
+        };
+        let segments: Vec<_> = p
+            .segments
+            .iter()
+            .map(|s| crate::types::decode_segment(s).expect("decodes"))
+            .collect();
+        assert_eq!(segments, vec![vec![cmd]]);
+        assert!(log.logs.iter().keys().all(|k| k.expect("key").len() == 12));
+    }
+
+    #[tokio::test]
+    async fn an_entry_whose_append_was_cut_short_is_removed_on_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let (db, log) = open(dir.path());
+            log.insert_entry(&entry(1, 100)).expect("insert");
+            log.insert_entry(&entry(2, 5 * PIECE_BYTES)).expect("insert");
+            // A crash after the first pieces of entry 2 were written.
+            log.logs.remove(piece_key(2, 5)).expect("remove");
+            db.flush().expect("flush");
+        }
+        let (_db, mut log) = open(dir.path());
+        let state = log.get_log_state().await.expect("state");
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(1));
+        assert_eq!(log.try_get_log_entries(1..).await.expect("read"), vec![entry(1, 100)]);
+        assert!(log.logs.range(piece_key(2, 0)..).next().is_none());
     }
 }

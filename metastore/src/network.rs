@@ -202,9 +202,16 @@ impl proto::raft::raft_server::Raft for RaftService {
 
     async fn propose(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let proposal: Proposal = decode_rpc(req)?;
+        // Checked here, as any input from the network: a segment is otherwise first decoded
+        // when every node applies it.
+        for (i, segment) in proposal.segments.iter().enumerate() {
+            if let Err(e) = crate::types::decode_segment(segment) {
+                return Err(Status::invalid_argument(format!("proposal segment {i}: {e}")));
+            }
+        }
         let res = self
             .proposer
-            .propose_forwarded(proposal.commands)
+            .propose_forwarded(proposal.segments)
             .await
             .map(|results| ProposalResult { results });
         reply(&res)

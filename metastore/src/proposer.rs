@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use openraft::error::{ClientWriteError, RaftError};
 use prometheus::Histogram;
 use proto::raft::RaftPayload;
@@ -14,10 +15,10 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::codec;
 use crate::peers::Peers;
-use crate::types::{Command, CommandResult, NodeId, Proposal, ProposalResult, Raft};
+use crate::types::{encode_segment, Command, CommandResult, NodeId, Proposal, ProposalResult, Raft};
 
-/// Most commands in one proposal.
-const MAX_BATCH_COMMANDS: usize = 4096;
+/// Most callers' segments in one proposal.
+const MAX_BATCH_SEGMENTS: usize = 4096;
 /// A proposal stops growing past this many bytes (a single larger command goes alone).
 const MAX_BATCH_BYTES: usize = 1 << 20;
 /// Proposals in flight at once. openraft's core appends and fsyncs each proposal before it
@@ -35,13 +36,13 @@ pub enum ProposeError {
     Unavailable(String),
 }
 
-/// Commands from one caller: a client command, or a follower's whole batch.
+/// Commands from one caller, encoded: a client command, or a follower's whole batch.
 struct Pending {
-    commands: Vec<Command>,
+    segments: Vec<Bytes>,
     bytes: usize,
     /// A follower's batch must not be forwarded again.
     may_forward: bool,
-    tx: oneshot::Sender<Result<Vec<CommandResult>, ProposeError>>,
+    tx: oneshot::Sender<Result<Vec<Vec<CommandResult>>, ProposeError>>,
 }
 
 /// Hands commands to the batching task.
@@ -61,24 +62,28 @@ impl Proposer {
 
     /// Proposes one command and waits until it is applied.
     pub async fn propose(&self, cmd: Command) -> Result<CommandResult, ProposeError> {
-        let mut results = self.submit(vec![cmd], true).await?;
+        let segment = encode_segment(std::slice::from_ref(&cmd));
+        let results = self.submit(vec![segment], true).await?;
         results
-            .pop()
+            .into_iter()
+            .flatten()
+            .next()
             .ok_or_else(|| ProposeError::Unavailable("no result for the command".into()))
     }
 
-    /// Proposes a follower's batch here, merged with this node's own commands; only as leader.
-    pub async fn propose_forwarded(&self, commands: Vec<Command>) -> Result<Vec<CommandResult>, ProposeError> {
-        self.submit(commands, false).await
+    /// Proposes a follower's batch (its encoded segments) here, merged with this node's own
+    /// commands, without decoding it; only as leader. Results come per segment.
+    pub async fn propose_forwarded(&self, segments: Vec<Bytes>) -> Result<Vec<Vec<CommandResult>>, ProposeError> {
+        self.submit(segments, false).await
     }
 
-    async fn submit(&self, commands: Vec<Command>, may_forward: bool) -> Result<Vec<CommandResult>, ProposeError> {
+    async fn submit(&self, segments: Vec<Bytes>, may_forward: bool) -> Result<Vec<Vec<CommandResult>>, ProposeError> {
         let (tx, rx) = oneshot::channel();
-        let bytes = commands.iter().map(Command::approx_size).sum();
+        let bytes = segments.iter().map(Bytes::len).sum();
         let gone = || ProposeError::Unavailable("node is shutting down".into());
         self.tx
             .send(Pending {
-                commands,
+                segments,
                 bytes,
                 may_forward,
                 tx,
@@ -141,14 +146,14 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogr
     if batch.is_empty() {
         return;
     }
-    let mut commands = Vec::with_capacity(batch.iter().map(|p| p.commands.len()).sum());
+    let mut segments = Vec::with_capacity(batch.iter().map(|p| p.segments.len()).sum());
     let mut waiters = Vec::with_capacity(batch.len());
     for p in batch {
-        waiters.push((p.commands.len(), p.tx));
-        commands.extend(p.commands);
+        waiters.push((p.segments.len(), p.tx));
+        segments.extend(p.segments);
     }
-    let total = commands.len();
-    let proposal = Proposal { commands };
+    let total = segments.len();
+    let proposal = Proposal { segments };
     let res = match &leader {
         Some(addr) => forward(peers, addr, &proposal).await,
         None => propose_as_leader(raft, proposal, commit_latency).await,
@@ -161,7 +166,7 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogr
             }
         }
         Ok(done) => {
-            let e = ProposeError::Unavailable(format!("{} results for {total} commands", done.results.len()));
+            let e = ProposeError::Unavailable(format!("{} results for {total} segments", done.results.len()));
             for (_, tx) in waiters {
                 let _ = tx.send(Err(e.clone()));
             }
@@ -197,8 +202,8 @@ async fn run(
         };
         let mut bytes = first.bytes;
         let mut batch = vec![first];
-        let mut count = batch[0].commands.len();
-        while count < MAX_BATCH_COMMANDS {
+        let mut count = batch[0].segments.len();
+        while count < MAX_BATCH_SEGMENTS {
             match rx.try_recv() {
                 Ok(p) if bytes + p.bytes > MAX_BATCH_BYTES => {
                     carry = Some(p);
@@ -206,7 +211,7 @@ async fn run(
                 }
                 Ok(p) => {
                     bytes += p.bytes;
-                    count += p.commands.len();
+                    count += p.segments.len();
                     batch.push(p);
                 }
                 Err(_) => break,

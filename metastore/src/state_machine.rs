@@ -14,7 +14,9 @@ use tokio::sync::{broadcast, watch};
 
 use crate::codec;
 use crate::kv_state::{Event, KvState};
-use crate::types::{Entry, LogId, Node, NodeId, ProposalResult, StorageError, TypeConfig};
+use crate::types::{
+    decode_segment, CommandResult, Entry, LogId, Node, NodeId, ProposalResult, StorageError, TypeConfig,
+};
 
 /// Default number of events kept for watchers that resume from an older revision.
 pub const DEFAULT_HISTORY_EVENTS: usize = 200_000;
@@ -141,7 +143,7 @@ impl StateMachine {
         let snapshot_path = dir.join("snapshot.bin");
         let (last_applied, membership, state) = match read_snapshot_file(&snapshot_path)? {
             Some((_, data)) => {
-                let body: SnapshotBody = codec::decode(&data).map_err(snap_read_err)?;
+                let body: SnapshotBody = codec::decode_stored(&data).map_err(snap_read_err)?;
                 (body.last_applied, body.membership, body.state)
             }
             None => (None, StoredMembership::default(), KvState::default()),
@@ -198,7 +200,7 @@ fn read_snapshot_file(path: &Path) -> Result<Option<SnapshotFile>, StorageError>
         .checked_add(meta_len)
         .filter(|&e| e <= bytes.len())
         .ok_or_else(bad)?;
-    let meta = codec::decode(&bytes[8..meta_end]).map_err(snap_read_err)?;
+    let meta = codec::decode_stored(&bytes[8..meta_end]).map_err(snap_read_err)?;
     let data = bytes.split_off(meta_end);
     Ok(Some((meta, data)))
 }
@@ -262,20 +264,33 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 match entry.payload {
                     EntryPayload::Blank => results.push(ProposalResult::default()),
                     EntryPayload::Normal(proposal) => {
-                        let mut out = Vec::with_capacity(proposal.commands.len());
-                        for cmd in proposal.commands {
-                            let mut events = Vec::new();
-                            out.push(g.state.apply(cmd, &mut events));
-                            if !events.is_empty() {
-                                let re = Arc::new(RevisionEvents {
-                                    revision: g.state.revision,
-                                    events,
-                                    reset: false,
-                                });
-                                g.history.push(re.clone());
-                                // No receiver is not an error: nobody watches.
-                                let _ = self.shared.events.send(re);
+                        let mut out = Vec::with_capacity(proposal.segments.len());
+                        for segment in &proposal.segments {
+                            let commands = match decode_segment(segment) {
+                                Ok(c) => c,
+                                Err(e) => {
+                                    out.push(vec![CommandResult::Rejected {
+                                        reason: format!("commands do not decode: {e}"),
+                                    }]);
+                                    continue;
+                                }
+                            };
+                            let mut seg_out = Vec::with_capacity(commands.len());
+                            for cmd in commands {
+                                let mut events = Vec::new();
+                                seg_out.push(g.state.apply(cmd, &mut events));
+                                if !events.is_empty() {
+                                    let re = Arc::new(RevisionEvents {
+                                        revision: g.state.revision,
+                                        events,
+                                        reset: false,
+                                    });
+                                    g.history.push(re.clone());
+                                    // No receiver is not an error: nobody watches.
+                                    let _ = self.shared.events.send(re);
+                                }
                             }
+                            out.push(seg_out);
                         }
                         results.push(ProposalResult { results: out });
                     }
@@ -305,7 +320,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let body: SnapshotBody = codec::decode(&data).map_err(snap_read_err)?;
+        let body: SnapshotBody = codec::decode_stored(&data).map_err(snap_read_err)?;
         let path = self.snapshot_path.clone();
         let meta2 = meta.clone();
         tokio::task::spawn_blocking(move || write_snapshot_file(&path, &meta2, &data))

@@ -13,18 +13,39 @@ openraft::declare_raft_types!(
 );
 
 /// What one log entry carries: the commands of concurrent clients, batched so that one append,
-/// one fsync and one replication round serve them all. Each command still applies on its own.
+/// one fsync and one replication round serve them all. Each caller's commands are encoded once,
+/// by the node that takes the call, into a segment; the log, replication and forwarding move the
+/// segments as bytes, and each node decodes them once, to apply. Each command still applies on
+/// its own.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Proposal {
-    /// The commands, applied in order.
-    pub commands: Vec<Command>,
+    /// Encoded command lists, applied in order.
+    pub segments: Vec<Bytes>,
 }
 
-/// The results of a [`Proposal`], one per command.
+/// The layout of a [`Proposal`] segment. Committed segments are decoded again on every replay,
+/// so a segment layout, once written, stays decodable: a new layout gets a new number.
+const SEGMENT_VERSION: u8 = 2;
+
+/// Encodes one caller's commands as a [`Proposal`] segment.
+pub fn encode_segment(commands: &[Command]) -> Bytes {
+    let mut out = vec![SEGMENT_VERSION];
+    crate::codec::encode_into(&commands, &mut out);
+    out.into()
+}
+
+/// Decodes a [`Proposal`] segment. Every node decodes the same bytes alike, so a segment that
+/// does not decode is refused the same way everywhere.
+pub fn decode_segment(segment: &[u8]) -> Result<Vec<Command>, crate::codec::CodecError> {
+    crate::codec::decode_versions(segment, &[SEGMENT_VERSION])
+}
+
+/// The results of a [`Proposal`]: per segment, one per command (or one refusal for a segment
+/// that does not decode).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct ProposalResult {
-    /// In the order of the commands.
-    pub results: Vec<CommandResult>,
+    /// In the order of the segments.
+    pub results: Vec<Vec<CommandResult>>,
 }
 
 /// Node ids are plain numbers, as Kafka's broker ids are.
@@ -55,24 +76,6 @@ impl Guard {
     /// Roughly how many bytes the guard takes in the log.
     pub fn approx_size(&self) -> usize {
         16 + self.key.len()
-    }
-}
-
-impl Command {
-    /// Roughly how many bytes the command takes in the log.
-    pub fn approx_size(&self) -> usize {
-        let ops = |ops: &[Op]| ops.iter().map(Op::approx_size).sum::<usize>();
-        64 + match &self.kind {
-            CommandKind::Txn(t)
-            | CommandKind::TxnCommit { txn: t, .. }
-            | CommandKind::TxnCommitCounted { txn: t, .. } => {
-                ops(&t.ops) + t.guards.iter().map(Guard::approx_size).sum::<usize>()
-            }
-            CommandKind::TxnStage { ops: o, guards, .. } => {
-                ops(o) + guards.iter().map(Guard::approx_size).sum::<usize>()
-            }
-            _ => 0,
-        }
     }
 }
 
