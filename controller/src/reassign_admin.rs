@@ -273,6 +273,14 @@ fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, V
     (guards, ops)
 }
 
+/// Reads the cluster view and the reassignments side by side (each waits for its own read
+/// index, which a busy leader is slow to confirm).
+async fn load_view_and_reassignments(
+    client: &Client,
+) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
+    tokio::try_join!(load_view(client), load_reassignments(client))
+}
+
 /// AlterPartitionReassignments.
 pub async fn alter(
     client: &Client,
@@ -280,8 +288,7 @@ pub async fn alter(
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
     for attempt in 0..ATTEMPTS {
         let mut timer = PhaseTimer::start();
-        let view = load_view(client).await?;
-        let (moving, marker) = load_reassignments(client).await?;
+        let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
         timer.read_done();
         let plan = plan_alter(&req, &view, &moving, marker);
         timer.plan_done();
@@ -369,15 +376,14 @@ pub async fn list(
 pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
     // The marker goes in first, on its own: it stops new submissions and the ISR expansions
     // that would complete the moves being undone, so the rollback below is not raced by them.
-    if client.get(keys::REASSIGN_CANCEL).await?.is_none() {
-        client
-            .put(keys::REASSIGN_CANCEL, ReassignmentRecord::default().encode_to_vec())
-            .await?;
-    }
+    // Put even when present (one write, no read first): a second cancel-all racing this one
+    // only sees its guard fail and reads again.
+    client
+        .put(keys::REASSIGN_CANCEL, ReassignmentRecord::default().encode_to_vec())
+        .await?;
     for attempt in 0..ATTEMPTS {
         let mut timer = PhaseTimer::start();
-        let view = load_view(client).await?;
-        let (moving, marker) = load_reassignments(client).await?;
+        let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
         timer.read_done();
         let live = view.live_brokers();
         let mut changes = Vec::new();

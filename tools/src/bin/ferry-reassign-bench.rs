@@ -3,7 +3,9 @@
 //! replica exists on its broker (as its DescribeLogDirs reports), the time until every move has
 //! completed (each adding replica has also joined the ISR and the move is committed), and the time
 //! to commit a cancel-all over N pending moves. With brokers, the submit waits until every
-//! replica of the new topic exists, so that their creation is not timed as part of the move.
+//! replica of the new topic exists, so that their creation is not timed as part of the move, and
+//! cancel-all is timed twice: right after a submit, while the brokers start creating the adding
+//! replicas (`cancel_busy_s`), and over moves whose adding replicas exist (`cancel_all_s`).
 //! Prints a table and JSON lines.
 
 use std::time::{Duration, Instant};
@@ -123,13 +125,28 @@ async fn pending(c: &ClusterClient) -> anyhow::Result<usize> {
     Ok(r.reassignments.len())
 }
 
+/// Commits a cancel-all, then removes the marker; returns its time and how many it cancelled.
+async fn cancel_all(c: &ClusterClient) -> anyhow::Result<(f64, usize)> {
+    let t = Instant::now();
+    let r = c
+        .admin_call(|mut a| async move { a.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
+        .await?;
+    let took = t.elapsed().as_secs_f64();
+    if r.error_code != 0 {
+        bail!("cancel-all failed: {}", r.error_message);
+    }
+    c.admin_call(|mut a| async move { a.remove_cancel(RemoveCancelRequest {}).await })
+        .await?;
+    Ok((took, r.cancelled.len()))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
     register_fake(&endpoints, &a.fake_brokers).await?;
-    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_all_s  peak_rss_mib");
+    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib");
     for n in a.partitions {
         let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
         let t = Instant::now();
@@ -175,6 +192,7 @@ async fn main() -> anyhow::Result<()> {
         let submit_s = t.elapsed().as_secs_f64();
         let mut complete_s = f64::NAN;
         let mut exist_s = f64::NAN;
+        let mut cancel_busy_s = f64::NAN;
         if !a.no_complete {
             let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
             loop {
@@ -197,32 +215,33 @@ async fn main() -> anyhow::Result<()> {
             if exist_s.is_nan() {
                 exist_s = complete_s;
             }
-            // Pending moves to a broker for cancel-all to roll back: submit, then cancel at once.
+            // Pending moves to a broker for cancel-all to roll back. First cancelled at once,
+            // while the brokers start creating the adding replicas; then submitted again and
+            // cancelled once those replicas exist (a move under way).
             alter(&c, &topic, n, Some(3)).await?;
+            cancel_busy_s = cancel_all(&c).await?.0;
+            alter(&c, &topic, n, Some(3)).await?;
+            let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
+            while hosted(&c, &topic, 3).await.unwrap_or(0) < n as usize {
+                if Instant::now() > deadline {
+                    bail!("the adding replicas were not all created after {} s", a.timeout_s);
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
-        let t = Instant::now();
-        let r = c
-            .admin_call(|mut a| async move { a.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
-            .await?;
-        let cancel_s = t.elapsed().as_secs_f64();
-        if r.error_code != 0 {
-            bail!("cancel-all failed: {}", r.error_message);
-        }
-        let cancelled = r.cancelled.len();
-        c.admin_call(|mut a| async move { a.remove_cancel(RemoveCancelRequest {}).await })
-            .await?;
+        let (cancel_s, cancelled) = cancel_all(&c).await?;
         let peak = a
             .server_pids
             .iter()
             .filter_map(|p| peak_rss_mib(*p))
             .fold(0.0f64, f64::max);
         println!(
-            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_s:>12.2}  {peak:>12.0}"
+            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}"
         );
         println!(
             "{}",
             serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
-                "exist_s": exist_s, "complete_s": complete_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
+                "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
         );
         let del = DeleteTopicsRequest { topics: vec![topic] };
         c.admin_call(|mut a| {
