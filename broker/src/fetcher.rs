@@ -17,7 +17,7 @@ use crate::replica_manager::BrokerCore;
 
 /// First pause before fetching again after a failure; pauses double up to [`MAX_RETRY`].
 const RETRY: Duration = Duration::from_millis(200);
-/// Longest pause between fetch attempts while failing.
+/// Longest pause between fetch attempts while failing (less with a short lag time).
 const MAX_RETRY: Duration = Duration::from_secs(3);
 /// Metadata answers waited out on one stream (about 15 s with the pauses) before the stream is
 /// given up and the leader's endpoint and epoch are looked at again.
@@ -28,19 +28,32 @@ const MAX_WAITS_ON_STREAM: u32 = 8;
 #[derive(Debug, Clone)]
 pub struct Backoff {
     next: Duration,
+    max: Duration,
 }
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self { next: RETRY }
+        Self {
+            next: RETRY,
+            max: MAX_RETRY,
+        }
     }
 }
 
 impl Backoff {
-    /// The pause to take now; the following one is twice as long, up to [`MAX_RETRY`].
+    /// Pauses for a follower held to `replica.lag.time.max.ms`: at most a quarter of it, so that
+    /// waiting alone (for a new leader to learn of its role, say) never takes it out of the ISR.
+    pub fn for_lag_max(lag_max_ms: u64) -> Self {
+        Self {
+            next: RETRY,
+            max: Duration::from_millis(lag_max_ms / 4).clamp(RETRY, MAX_RETRY),
+        }
+    }
+
+    /// The pause to take now; the following one is twice as long, up to the cap.
     pub fn pause(&mut self) -> Duration {
         let p = self.next;
-        self.next = (self.next * 2).min(MAX_RETRY);
+        self.next = (self.next * 2).min(self.max);
         p
     }
 
@@ -80,7 +93,7 @@ fn clamp_high_watermark(r: &Replica, leo: i64) {
 
 /// Runs until aborted (when the role changes).
 pub async fn run(core: Arc<BrokerCore>, r: Arc<Replica>, leader: i32, epoch: u32) {
-    let mut backoff = Backoff::default();
+    let mut backoff = Backoff::for_lag_max(core.config.replica_lag_max_ms);
     loop {
         match copy_from_leader(&core, &r, leader, epoch, &mut backoff).await {
             Ok(()) => {}
@@ -241,6 +254,17 @@ mod tests {
         assert_eq!(ms, [200, 400, 800, 1600, 3000, 3000, 3000]);
         b.reset();
         assert_eq!(b.pause(), RETRY);
+    }
+
+    #[test]
+    fn pauses_stay_under_a_quarter_of_the_lag_time() {
+        let mut b = Backoff::for_lag_max(2_000);
+        let ms: Vec<u128> = (0..4).map(|_| b.pause().as_millis()).collect();
+        assert_eq!(ms, [200, 400, 500, 500]);
+        let mut b = Backoff::for_lag_max(30_000);
+        assert_eq!((0..6).map(|_| b.pause()).max(), Some(MAX_RETRY));
+        let mut b = Backoff::for_lag_max(100);
+        assert_eq!((0..3).map(|_| b.pause()).max(), Some(RETRY));
     }
 
     #[test]

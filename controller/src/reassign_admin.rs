@@ -21,14 +21,24 @@ pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
 /// Reads every reassignment record and whether the cancel-all marker is present (with its
 /// revision, 0 when absent).
 pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64), metastore::ClientError> {
+    // One read covers the records and the marker (both start with this), so they come from one
+    // revision and cost one read index.
+    const RECORDS_AND_MARKER: &str = "/admin/reassign";
+    debug_assert!(keys::REASSIGNMENTS.starts_with(RECORDS_AND_MARKER));
+    debug_assert!(keys::REASSIGN_CANCEL.starts_with(RECORDS_AND_MARKER));
     let resp = client
         .range_req(pb::RangeRequest {
-            prefix: keys::REASSIGNMENTS.into(),
+            prefix: RECORDS_AND_MARKER.into(),
             ..Default::default()
         })
         .await?;
     let mut out = BTreeMap::new();
+    let mut marker = 0;
     for kv in resp.kvs {
+        if kv.key == keys::REASSIGN_CANCEL {
+            marker = kv.mod_revision;
+            continue;
+        }
         if let (Some((t, p)), Ok(r)) = (
             keys::parse_reassignment_key(&kv.key),
             ReassignmentRecord::decode(kv.value.as_ref()),
@@ -36,7 +46,6 @@ pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64),
             out.insert((t.to_string(), p), (r, kv.mod_revision));
         }
     }
-    let marker = client.get(keys::REASSIGN_CANCEL).await?.map_or(0, |kv| kv.mod_revision);
     Ok((out, marker))
 }
 
