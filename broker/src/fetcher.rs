@@ -31,15 +31,6 @@ pub struct Backoff {
     max: Duration,
 }
 
-impl Default for Backoff {
-    fn default() -> Self {
-        Self {
-            next: RETRY,
-            max: MAX_RETRY,
-        }
-    }
-}
-
 impl Backoff {
     /// Pauses for a follower held to `replica.lag.time.max.ms`: at most a quarter of it, so that
     /// waiting alone (for a new leader to learn of its role, say) never takes it out of the ISR.
@@ -249,7 +240,7 @@ mod tests {
 
     #[test]
     fn pauses_double_up_to_the_cap_and_reset_after_a_success() {
-        let mut b = Backoff::default();
+        let mut b = Backoff::for_lag_max(u64::MAX);
         let ms: Vec<u128> = (0..7).map(|_| b.pause().as_millis()).collect();
         assert_eq!(ms, [200, 400, 800, 1600, 3000, 3000, 3000]);
         b.reset();

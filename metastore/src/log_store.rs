@@ -55,15 +55,13 @@ fn key_index(key: &[u8]) -> Option<u64> {
 
 /// The pieces of an encoded entry: the first starts with how many there are.
 fn split_pieces(encoded: &[u8]) -> Vec<Vec<u8>> {
-    let count = encoded.len().div_ceil(PIECE_BYTES).max(1);
-    let mut pieces: Vec<Vec<u8>> = encoded.chunks(PIECE_BYTES).map(<[u8]>::to_vec).collect();
-    if pieces.is_empty() {
-        pieces.push(Vec::new());
-    }
-    let mut first = (count as u32).to_be_bytes().to_vec();
-    first.extend_from_slice(&pieces[0]);
-    pieces[0] = first;
-    pieces
+    let count = encoded.len().div_ceil(PIECE_BYTES).max(1) as u32;
+    let (head, tail) = encoded.split_at(encoded.len().min(PIECE_BYTES));
+    let mut first = count.to_be_bytes().to_vec();
+    first.extend_from_slice(head);
+    std::iter::once(first)
+        .chain(tail.chunks(PIECE_BYTES).map(<[u8]>::to_vec))
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,12 +186,17 @@ impl LogStore {
             .keys()
             .collect::<Result<_, _>>()
             .map_err(write_err)?;
-        let mut batch = sled::Batch::default();
-        for k in keys {
-            batch.remove(k);
-        }
-        self.logs.apply_batch(batch).map_err(write_err)
+        remove_keys(&self.logs, keys).map_err(write_err)
     }
+}
+
+/// Removes `keys` in one batch (all or none).
+fn remove_keys(logs: &sled::Tree, keys: Vec<sled::IVec>) -> Result<(), sled::Error> {
+    let mut batch = sled::Batch::default();
+    for k in keys {
+        batch.remove(k);
+    }
+    logs.apply_batch(batch)
 }
 
 /// Writes an entry's pieces, in order.
@@ -295,11 +298,7 @@ fn remove_broken_tail(db: &sled::Db, logs: &sled::Tree) -> Result<(), sled::Erro
     if remove.is_empty() {
         return Ok(());
     }
-    let mut batch = sled::Batch::default();
-    for k in remove {
-        batch.remove(k);
-    }
-    logs.apply_batch(batch)?;
+    remove_keys(logs, remove)?;
     db.flush()?;
     Ok(())
 }
@@ -460,9 +459,8 @@ mod tests {
         let db = loop {
             match sled::Config::new().path(dir.join("raft")).open() {
                 Ok(db) => break db,
-                Err(e) if tries < 100 => {
+                Err(_) if tries < 100 => {
                     tries += 1;
-                    let _ = e;
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
                 Err(e) => panic!("open sled: {e}"),

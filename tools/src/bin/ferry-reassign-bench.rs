@@ -125,6 +125,19 @@ async fn pending(c: &ClusterClient) -> anyhow::Result<usize> {
     Ok(r.reassignments.len())
 }
 
+/// Waits until `broker` hosts all `n` partitions of `topic`.
+async fn wait_hosted(c: &ClusterClient, topic: &str, broker: i32, n: u32, timeout_s: u64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    // A failed call only means asking again.
+    while hosted(c, topic, broker).await.unwrap_or(0) < n as usize {
+        if Instant::now() > deadline {
+            bail!("broker {broker} did not host all {n} partitions of {topic} after {timeout_s} s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 /// Commits a cancel-all, then removes the marker; returns its time and how many it cancelled.
 async fn cancel_all(c: &ClusterClient) -> anyhow::Result<(f64, usize)> {
     let t = Instant::now();
@@ -174,13 +187,7 @@ async fn main() -> anyhow::Result<()> {
         if a.fake_brokers.is_empty() {
             // The move starts from a topic whose replicas all exist, as it would in production:
             // otherwise the first broker's creating them is timed as part of the move.
-            let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
-            while hosted(&c, &topic, 1).await.unwrap_or(0) < n as usize {
-                if Instant::now() > deadline {
-                    bail!("the topic's replicas were not all created after {} s", a.timeout_s);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            wait_hosted(&c, &topic, 1, n, a.timeout_s).await?;
             eprintln!(
                 "{n} partitions: every replica of the new topic exists after {:.2} s",
                 t.elapsed().as_secs_f64()
@@ -221,13 +228,7 @@ async fn main() -> anyhow::Result<()> {
             alter(&c, &topic, n, Some(3)).await?;
             cancel_busy_s = cancel_all(&c).await?.0;
             alter(&c, &topic, n, Some(3)).await?;
-            let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
-            while hosted(&c, &topic, 3).await.unwrap_or(0) < n as usize {
-                if Instant::now() > deadline {
-                    bail!("the adding replicas were not all created after {} s", a.timeout_s);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            wait_hosted(&c, &topic, 3, n, a.timeout_s).await?;
         }
         let (cancel_s, cancelled) = cancel_all(&c).await?;
         let peak = a
