@@ -44,6 +44,28 @@ pub fn encode_into<T: Serialize>(value: &T, out: &mut Vec<u8>) {
         .expect("bincode encoding into a Vec is infallible for derived types");
 }
 
+/// Writes a value behind the format-version byte to `out`, without building it in memory first
+/// (snapshots of millions of keys).
+pub fn encode_to<T: Serialize, W: std::io::Write>(value: &T, out: &mut W) -> std::io::Result<()> {
+    out.write_all(&[FORMAT_VERSION])?;
+    bincode::serde::encode_into_std_write(value, out, config()).map_err(|e| match e {
+        bincode::error::EncodeError::Io { inner, .. } => inner,
+        other => std::io::Error::other(other.to_string()),
+    })?;
+    Ok(())
+}
+
+/// Reads a stored value that [`encode_to`] wrote (or a [`FORMAT_1`] one), as it comes.
+pub fn decode_stored_from<T: DeserializeOwned, R: std::io::Read>(input: &mut R) -> Result<T, CodecError> {
+    let mut version = [0u8];
+    input.read_exact(&mut version).map_err(|_| CodecError::Empty)?;
+    if ![FORMAT_VERSION, FORMAT_1].contains(&version[0]) {
+        return Err(CodecError::UnknownVersion(version[0]));
+    }
+    bincode::serde::decode_from_std_read(input, config().with_limit::<DECODE_LIMIT>())
+        .map_err(|e| CodecError::Malformed(e.to_string()))
+}
+
 /// The format before log entries carried encoded command segments; every other stored value
 /// (vote, purge point, snapshot) kept its layout in version 2.
 pub const FORMAT_1: u8 = 1;
@@ -81,5 +103,20 @@ mod tests {
         bytes.extend_from_slice(&(1u64 << 60).to_le_bytes());
         assert!(matches!(decode::<String>(&bytes), Err(CodecError::Malformed(_))));
         assert_eq!(decode::<String>(&encode(&"ok".to_string())).expect("decodes"), "ok");
+    }
+
+    #[test]
+    fn a_streamed_encoding_reads_back_both_ways() {
+        let value = vec!["a".to_string(), "b".repeat(1000)];
+        let mut out = Vec::new();
+        encode_to(&value, &mut out).expect("encodes");
+        assert_eq!(out, encode(&value));
+        let back: Vec<String> = decode_stored_from(&mut out.as_slice()).expect("decodes");
+        assert_eq!(back, value);
+        let mut cut = &out[..out.len() - 1];
+        assert!(matches!(
+            decode_stored_from::<Vec<String>, _>(&mut cut),
+            Err(CodecError::Malformed(_))
+        ));
     }
 }

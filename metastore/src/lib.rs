@@ -17,6 +17,7 @@ pub mod peers;
 pub mod proposer;
 pub mod read_index;
 pub mod service;
+pub mod snapshot_store;
 pub mod staging;
 pub mod state_machine;
 pub mod types;

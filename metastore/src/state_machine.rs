@@ -2,8 +2,7 @@
 //! history for watches, and builds, stores and installs snapshots.
 
 use std::collections::VecDeque;
-use std::io::{Cursor, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -12,8 +11,8 @@ use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 
-use crate::codec;
 use crate::kv_state::{Event, KvState};
+use crate::snapshot_store::{SnapshotFile, SnapshotStore};
 use crate::types::{
     decode_segment, CommandResult, Entry, LogId, Node, NodeId, ProposalResult, StorageError, TypeConfig,
 };
@@ -116,16 +115,12 @@ struct SnapshotBody {
     state: KvState,
 }
 
-/// The Raft state machine over [`SmShared`], with snapshots kept in one file.
+/// The Raft state machine over [`SmShared`], with snapshots in a [`SnapshotStore`].
 #[derive(Clone)]
 pub struct StateMachine {
     /// Shared with readers.
     pub shared: Arc<SmShared>,
-    snapshot_path: PathBuf,
-}
-
-fn sm_read_err(e: impl std::error::Error + 'static) -> StorageError {
-    StorageIOError::read_state_machine(&e).into()
+    snapshots: Arc<SnapshotStore>,
 }
 
 fn snap_write_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -139,13 +134,9 @@ fn snap_read_err(e: impl std::error::Error + 'static) -> StorageError {
 impl StateMachine {
     /// Opens the state machine, loading the last snapshot stored in `dir` if any.
     pub fn open(dir: &Path, history_events: usize) -> Result<Self, StorageError> {
-        std::fs::create_dir_all(dir).map_err(snap_read_err)?;
-        let snapshot_path = dir.join("snapshot.bin");
-        let (last_applied, membership, state) = match read_snapshot_file(&snapshot_path)? {
-            Some((_, data)) => {
-                let body: SnapshotBody = codec::decode_stored(&data).map_err(snap_read_err)?;
-                (body.last_applied, body.membership, body.state)
-            }
+        let snapshots = SnapshotStore::open(dir).map_err(snap_read_err)?;
+        let (last_applied, membership, state) = match snapshots.load::<SnapshotBody>().map_err(snap_read_err)? {
+            Some(body) => (body.last_applied, body.membership, body.state),
             None => (None, StoredMembership::default(), KvState::default()),
         };
         let (events, _) = broadcast::channel(4096);
@@ -162,47 +153,9 @@ impl StateMachine {
                 events,
                 applied,
             }),
-            snapshot_path,
+            snapshots: Arc::new(snapshots),
         })
     }
-}
-
-/// Snapshot file layout: meta length (u64 LE), meta, data; written to a temp file, fsynced, renamed.
-fn write_snapshot_file(path: &Path, meta: &SnapshotMeta<NodeId, Node>, data: &[u8]) -> std::io::Result<()> {
-    let meta_bytes = codec::encode(meta);
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&(meta_bytes.len() as u64).to_le_bytes())?;
-        f.write_all(&meta_bytes)?;
-        f.write_all(data)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
-}
-
-type SnapshotFile = (SnapshotMeta<NodeId, Node>, Vec<u8>);
-
-fn read_snapshot_file(path: &Path) -> Result<Option<SnapshotFile>, StorageError> {
-    let mut bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(snap_read_err(e)),
-    };
-    let bad = || snap_read_err(std::io::Error::other("snapshot file is truncated"));
-    let len_bytes: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(bad)?;
-    let meta_len = usize::try_from(u64::from_le_bytes(len_bytes)).map_err(|_| bad())?;
-    let meta_end = 8usize
-        .checked_add(meta_len)
-        .filter(|&e| e <= bytes.len())
-        .ok_or_else(bad)?;
-    let meta = codec::decode_stored(&bytes[8..meta_end]).map_err(snap_read_err)?;
-    let data = bytes.split_off(meta_end);
-    Ok(Some((meta, data)))
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
@@ -225,19 +178,15 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             last_membership: body.membership.clone(),
             snapshot_id,
         };
-        let path = self.snapshot_path.clone();
+        let store = self.snapshots.clone();
         let meta2 = meta.clone();
-        let data = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<u8>> {
-            let data = codec::encode(&body);
-            write_snapshot_file(&path, &meta2, &data)?;
-            Ok(data)
-        })
-        .await
-        .map_err(|e| snap_write_err(std::io::Error::other(e.to_string())))?
-        .map_err(snap_write_err)?;
+        let data = tokio::task::spawn_blocking(move || store.write_built(&meta2, &body))
+            .await
+            .map_err(|e| snap_write_err(std::io::Error::other(e.to_string())))?
+            .map_err(snap_write_err)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(data),
         })
     }
 }
@@ -310,23 +259,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFile>, StorageError> {
+        Ok(Box::new(self.snapshots.receiving().await.map_err(snap_write_err)?))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, Node>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<SnapshotFile>,
     ) -> Result<(), StorageError> {
-        let data = snapshot.into_inner();
-        let body: SnapshotBody = codec::decode_stored(&data).map_err(snap_read_err)?;
-        let path = self.snapshot_path.clone();
-        let meta2 = meta.clone();
-        tokio::task::spawn_blocking(move || write_snapshot_file(&path, &meta2, &data))
+        let body: SnapshotBody = self
+            .snapshots
+            .install_received(meta, *snapshot)
             .await
-            .map_err(|e| snap_write_err(std::io::Error::other(e.to_string())))?
-            .map_err(snap_write_err)?;
+            .map_err(snap_read_err)?;
         let applied_index = {
             let mut g = self.shared.inner.write();
             g.last_applied = meta.last_log_id;
@@ -347,13 +293,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        let path = self.snapshot_path.clone();
-        let file = tokio::task::spawn_blocking(move || read_snapshot_file(&path))
-            .await
-            .map_err(|e| sm_read_err(std::io::Error::other(e.to_string())))??;
-        Ok(file.map(|(meta, data)| Snapshot {
+        let current = self.snapshots.current().await.map_err(snap_read_err)?;
+        Ok(current.map(|(meta, data)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(data),
         }))
     }
 }

@@ -1,7 +1,5 @@
 //! The Raft type configuration and the commands that the replicated log carries.
 
-use std::io::Cursor;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +8,7 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Proposal,
         R = ProposalResult,
+        SnapshotData = crate::snapshot_store::SnapshotFile,
 );
 
 /// What one log entry carries: the commands of concurrent clients, batched so that one append,
