@@ -22,7 +22,7 @@ for n in $KEYS; do
   work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-scale.XXXXXX")
   FERRY_NODE_ARGS="--roles quorum" start_ferry_cluster "$base"
   "$bin/ferry-kv-load" --endpoints "$endpoints" --keys "$n"
-  "$bin/ferry-bench" --endpoints "$endpoints" --workload put --clients 16 --keys "$n" \
+  "$bin/ferry-bench" --endpoints "$endpoints" --workload put --clients 16 --keys "$n" --preloaded \
     --duration "$DURATION" --server-pids "$server_pids" --json
   rss=""
   for p in "${pids[@]}"; do

@@ -45,6 +45,9 @@ struct Args {
     /// Value size in bytes.
     #[arg(long, default_value_t = 256)]
     value_size: usize,
+    /// The keys were written before (by `ferry-kv-load`): skip writing them again.
+    #[arg(long)]
+    preloaded: bool,
     /// Largest N tried by the bigvalue search.
     #[arg(long, default_value_t = 1_000_000)]
     max_partitions: usize,
@@ -735,7 +738,7 @@ fn print_report(args: &Args, r: &Report, cpu_us_per_op: Option<f64>) {
 
 async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Result<()> {
     let backend = format!("{:?}", args.backend).to_lowercase();
-    if args.workload.iter().any(|w| w.uses_keys()) {
+    if !args.preloaded && args.workload.iter().any(|w| w.uses_keys()) {
         preload::<B>(args, endpoints).await.context("preloading keys")?;
     }
     let partitions = if args.workload.contains(&Workload::Produce) {
