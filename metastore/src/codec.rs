@@ -55,14 +55,39 @@ pub fn encode_to<T: Serialize, W: std::io::Write>(value: &T, out: &mut W) -> std
     Ok(())
 }
 
-/// Reads a stored value that [`encode_to`] wrote (or a [`FORMAT_1`] one), as it comes.
-pub fn decode_stored_from<T: DeserializeOwned, R: std::io::Read>(input: &mut R) -> Result<T, CodecError> {
+/// Reads a stored value of `size` bytes that [`encode_to`] wrote (or a [`FORMAT_1`] one), as it
+/// comes. bincode's limit is a running total that counts each integer at its width in memory, so
+/// a snapshot of millions of keys claims more than [`DECODE_LIMIT`]; the limit here grows with
+/// `size` instead, so that what a bad length prefix can claim stays bounded by what is on disk.
+pub fn decode_stored_from<T: DeserializeOwned, R: std::io::Read>(input: &mut R, size: u64) -> Result<T, CodecError> {
     let mut version = [0u8];
-    input.read_exact(&mut version).map_err(|_| CodecError::Empty)?;
+    input.read_exact(&mut version).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => CodecError::Empty,
+        _ => CodecError::Malformed(e.to_string()),
+    })?;
     if ![FORMAT_VERSION, FORMAT_1].contains(&version[0]) {
         return Err(CodecError::UnknownVersion(version[0]));
     }
-    bincode::serde::decode_from_std_read(input, config().with_limit::<DECODE_LIMIT>())
+    // Decoding our stored types claims at most about 4 bytes per byte read (empty values
+    // under short keys); 8 leaves room.
+    let budget = size.saturating_mul(8);
+    macro_rules! first_limit_above {
+        ($($bits:literal),+) => {
+            $(if budget <= 1u64 << $bits {
+                return decode_read_limited::<T, R, { 1usize << $bits }>(input);
+            })+
+        };
+    }
+    first_limit_above!(32, 33, 34, 35, 36, 37, 38, 39, 40);
+    Err(CodecError::Malformed(format!(
+        "{size} bytes is more than one stored value may hold"
+    )))
+}
+
+fn decode_read_limited<T: DeserializeOwned, R: std::io::Read, const LIMIT: usize>(
+    input: &mut R,
+) -> Result<T, CodecError> {
+    bincode::serde::decode_from_std_read(input, config().with_limit::<LIMIT>())
         .map_err(|e| CodecError::Malformed(e.to_string()))
 }
 
@@ -111,11 +136,17 @@ mod tests {
         let mut out = Vec::new();
         encode_to(&value, &mut out).expect("encodes");
         assert_eq!(out, encode(&value));
-        let back: Vec<String> = decode_stored_from(&mut out.as_slice()).expect("decodes");
+        let back: Vec<String> = decode_stored_from(&mut out.as_slice(), out.len() as u64).expect("decodes");
         assert_eq!(back, value);
         let mut cut = &out[..out.len() - 1];
         assert!(matches!(
-            decode_stored_from::<Vec<String>, _>(&mut cut),
+            decode_stored_from::<Vec<String>, _>(&mut cut, out.len() as u64 - 1),
+            Err(CodecError::Malformed(_))
+        ));
+        let mut huge = vec![FORMAT_VERSION, 0xFD];
+        huge.extend_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(matches!(
+            decode_stored_from::<String, _>(&mut huge.as_slice(), huge.len() as u64),
             Err(CodecError::Malformed(_))
         ));
     }

@@ -39,6 +39,29 @@ pub type Meta = SnapshotMeta<NodeId, Node>;
 pub struct SnapshotFile {
     file: tokio::fs::File,
     path: PathBuf,
+    /// A file being received: removed if dropped before it is installed (openraft drops a
+    /// stream that a newer one replaces, or whose snapshot is no longer needed).
+    unfinished: bool,
+}
+
+impl SnapshotFile {
+    fn stored(file: tokio::fs::File, path: PathBuf) -> Self {
+        Self {
+            file,
+            path,
+            unfinished: false,
+        }
+    }
+}
+
+impl Drop for SnapshotFile {
+    fn drop(&mut self) {
+        if self.unfinished {
+            if let Err(e) = fs::remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), "cannot remove an unfinished snapshot: {e}");
+            }
+        }
+    }
 }
 
 impl AsyncRead for SnapshotFile {
@@ -81,9 +104,11 @@ struct Current {
 /// The snapshot directory of one node.
 pub struct SnapshotStore {
     dir: PathBuf,
-    /// The stored snapshot. Held while one is committed, so that a build finishing late cannot
-    /// replace a newer snapshot (installed meanwhile) with an older one.
+    /// The stored snapshot; held only to read or swap it.
     current: Mutex<Option<Current>>,
+    /// Held through a whole commit, so that a build finishing late cannot replace a newer
+    /// snapshot (installed meanwhile) with an older one.
+    committing: Mutex<()>,
 }
 
 impl SnapshotStore {
@@ -103,12 +128,14 @@ impl SnapshotStore {
             let name = entry?.file_name().to_string_lossy().into_owned();
             let ours = name.ends_with(DATA_EXT) || name.ends_with(TMP_EXT);
             if ours && current.as_ref().is_none_or(|c| c.data_file != name) {
-                fs::remove_file(dir.join(&name))?;
+                let path = dir.join(&name);
+                fs::remove_file(&path).map_err(at(&path))?;
             }
         }
         Ok(Self {
             dir: dir.to_path_buf(),
             current: Mutex::new(current),
+            committing: Mutex::new(()),
         })
     }
 
@@ -129,18 +156,19 @@ impl SnapshotStore {
     pub fn write_built<T: Serialize>(&self, meta: &Meta, body: &T) -> io::Result<SnapshotFile> {
         let name = new_data_name();
         let tmp = self.dir.join(format!("{name}.{TMP_EXT}"));
-        let mut out = BufWriter::with_capacity(IO_BUFFER, File::create(&tmp)?);
-        codec::encode_to(body, &mut out)?;
-        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        let mut out = BufWriter::with_capacity(IO_BUFFER, File::create(&tmp).map_err(at(&tmp))?);
+        codec::encode_to(body, &mut out).map_err(at(&tmp))?;
+        out.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .map_err(at(&tmp))?;
         let path = self.dir.join(&name);
-        fs::rename(&tmp, &path)?;
-        // Opened before the commit, which removes the file if a newer snapshot won.
-        let file = File::open(&path)?;
+        fs::rename(&tmp, &path).map_err(at(&path))?;
+        // Opened before the commit, which removes the file if a newer snapshot won; openraft
+        // ignores a build older than its snapshot.
+        let file = File::open(&path).map_err(at(&path))?;
         self.commit(meta, name)?;
-        Ok(SnapshotFile {
-            file: tokio::fs::File::from_std(file),
-            path,
-        })
+        Ok(SnapshotFile::stored(tokio::fs::File::from_std(file), path))
     }
 
     /// A new, empty file to receive a snapshot from the leader into.
@@ -151,41 +179,50 @@ impl SnapshotStore {
             .write(true)
             .create_new(true)
             .open(&path)
-            .await?;
-        Ok(SnapshotFile { file, path })
+            .await
+            .map_err(at(&path))?;
+        Ok(SnapshotFile {
+            file,
+            path,
+            unfinished: true,
+        })
     }
 
-    /// Reads a received snapshot and makes it the stored one. A snapshot that does not decode is
-    /// removed and changes nothing.
+    /// Reads a received snapshot and makes it the stored one; `None` if a newer snapshot is
+    /// stored already. A snapshot that does not decode is removed and changes nothing.
     pub async fn install_received<T: DeserializeOwned + Send + 'static>(
         self: &std::sync::Arc<Self>,
         meta: &Meta,
-        received: SnapshotFile,
-    ) -> io::Result<T> {
-        // Waits for writes still in flight in tokio's file.
-        let file = received.file.into_std().await;
+        mut received: SnapshotFile,
+    ) -> io::Result<Option<T>> {
+        // Waits for writes still in flight in tokio's file; the dup'd descriptor outlives the
+        // `SnapshotFile`, which removes the file if anything below fails.
+        let file = received
+            .file
+            .try_clone()
+            .await
+            .map_err(at(&received.path))?
+            .into_std()
+            .await;
         let this = self.clone();
         let meta = meta.clone();
-        let tmp = received.path;
-        tokio::task::spawn_blocking(move || {
-            let read = file.sync_all().and_then(|()| decode_file(file, &this.dir));
-            let body = match read {
-                Ok(body) => body,
-                Err(e) => {
-                    let _ = fs::remove_file(&tmp);
-                    return Err(e);
-                }
-            };
+        let tmp = received.path.clone();
+        let installed = tokio::task::spawn_blocking(move || {
+            file.sync_all().map_err(at(&tmp))?;
+            let body = decode_file(file, &tmp)?;
             let name = tmp
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
-                .ok_or_else(|| io::Error::other("received snapshot file has no name"))?;
-            fs::rename(&tmp, this.dir.join(&name))?;
-            this.commit(&meta, name)?;
-            Ok(body)
+                .ok_or_else(|| io::Error::other(format!("{}: no file name", tmp.display())))?;
+            let path = this.dir.join(&name);
+            fs::rename(&tmp, &path).map_err(at(&path))?;
+            Ok(this.commit(&meta, name)?.then_some(body))
         })
         .await
-        .map_err(|e| io::Error::other(e.to_string()))?
+        .map_err(|e| io::Error::other(e.to_string()))?;
+        // Renamed (or failed): nothing for the drop to remove unless it failed before the rename.
+        received.unfinished = received.path.exists();
+        installed
     }
 
     /// The stored snapshot, opened for reading.
@@ -196,70 +233,95 @@ impl SnapshotStore {
             };
             let path = self.dir.join(&c.data_file);
             match tokio::fs::File::open(&path).await {
-                Ok(file) => return Ok(Some((c.meta, SnapshotFile { file, path }))),
+                Ok(file) => return Ok(Some((c.meta, SnapshotFile::stored(file, path)))),
                 // A newer snapshot was committed, and this one removed, in between: take that.
                 Err(e)
                     if e.kind() == io::ErrorKind::NotFound
                         && self.current.lock().as_ref().is_some_and(|n| n.data_file != c.data_file) => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(at(&path)(e)),
             }
         }
     }
 
-    /// Makes the data file `data_file` (complete and synced) the stored snapshot, unless the
-    /// stored one is newer; then removes the data file that is no longer stored.
-    fn commit(&self, meta: &Meta, data_file: String) -> io::Result<()> {
-        let mut current = self.current.lock();
-        if current.as_ref().is_some_and(|c| c.meta.last_log_id > meta.last_log_id) {
-            return fs::remove_file(self.dir.join(&data_file));
+    /// Makes the data file `data_file` (complete and synced) the stored snapshot and removes
+    /// the one it replaces; `false`, and the file removed, if the stored one is newer.
+    fn commit(&self, meta: &Meta, data_file: String) -> io::Result<bool> {
+        let _committing = self.committing.lock();
+        let newer_stored = self
+            .current
+            .lock()
+            .as_ref()
+            .is_some_and(|c| c.meta.last_log_id > meta.last_log_id);
+        if newer_stored {
+            remove_replaced(&self.dir.join(&data_file));
+            return Ok(false);
         }
         let new = Current {
             meta: meta.clone(),
             data_file,
         };
         write_current(&self.dir, &new)?;
-        if let Some(old) = current.replace(new) {
-            if current.as_ref().is_some_and(|c| c.data_file != old.data_file) {
-                fs::remove_file(self.dir.join(&old.data_file))?;
-            }
+        let old = self.current.lock().replace(new.clone());
+        if let Some(old) = old.filter(|o| o.data_file != new.data_file) {
+            remove_replaced(&self.dir.join(&old.data_file));
         }
-        Ok(())
+        Ok(true)
     }
+}
+
+/// Removes a data file no snapshot names any more. A failure leaves it for the next open to
+/// remove: the commit has happened.
+fn remove_replaced(path: &Path) {
+    if let Err(e) = fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), "cannot remove a replaced snapshot: {e}");
+    }
+}
+
+/// Adds the file's path to an I/O error.
+fn at(path: &Path) -> impl Fn(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 fn new_data_name() -> String {
     format!("{}.{DATA_EXT}", uuid::Uuid::new_v4().simple())
 }
 
-fn invalid(dir: &Path, what: &str, e: impl std::fmt::Display) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("{what} in {}: {e}", dir.display()))
+fn invalid(path: &Path, what: &str, e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{}: {what}: {e}", path.display()))
 }
 
-fn decode_file<T: DeserializeOwned>(mut file: File, dir: &Path) -> io::Result<T> {
-    file.seek(SeekFrom::Start(0))?;
-    codec::decode_stored_from(&mut BufReader::with_capacity(IO_BUFFER, file))
-        .map_err(|e| invalid(dir, "snapshot data does not decode", e))
+fn decode_file<T: DeserializeOwned>(mut file: File, path: &Path) -> io::Result<T> {
+    let size = file.seek(SeekFrom::End(0)).map_err(at(path))?;
+    file.seek(SeekFrom::Start(0)).map_err(at(path))?;
+    codec::decode_stored_from(&mut BufReader::with_capacity(IO_BUFFER, file), size)
+        .map_err(|e| invalid(path, "snapshot data does not decode", e))
 }
 
 fn read_current(dir: &Path) -> io::Result<Option<Current>> {
-    match fs::read(dir.join(CURRENT)) {
-        Ok(bytes) => codec::decode(&bytes)
-            .map(Some)
-            .map_err(|e| invalid(dir, "the current snapshot file does not decode", e)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+    let path = dir.join(CURRENT);
+    let current: Current = match fs::read(&path) {
+        Ok(bytes) => codec::decode(&bytes).map_err(|e| invalid(&path, "does not decode", e))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(at(&path)(e)),
+    };
+    // Only ever a name this store made: never a path that leads out of the folder.
+    let plain = Path::new(&current.data_file).file_name() == Some(std::ffi::OsStr::new(&current.data_file));
+    if !plain || !current.data_file.ends_with(DATA_EXT) {
+        return Err(invalid(&path, "names no snapshot data file", &current.data_file));
     }
+    Ok(Some(current))
 }
 
 /// Replaces the `current` file: a synced temp file renamed over it, then the folder synced, which
 /// also makes the data file's own rename durable.
 fn write_current(dir: &Path, current: &Current) -> io::Result<()> {
     let tmp = dir.join(format!("{CURRENT}.{TMP_EXT}"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(&codec::encode(current))?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(CURRENT))?;
-    File::open(dir)?.sync_all()
+    let mut f = File::create(&tmp).map_err(at(&tmp))?;
+    f.write_all(&codec::encode(current))
+        .and_then(|()| f.sync_all())
+        .map_err(at(&tmp))?;
+    fs::rename(&tmp, dir.join(CURRENT)).map_err(at(&tmp))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(at(dir))
 }
 
 /// Moves an older build's snapshot (meta length as u64 LE, meta, data) to this layout.
@@ -381,8 +443,8 @@ mod tests {
         rx.write_all(&codec::encode(&"received".to_string()))
             .await
             .expect("write");
-        let body: String = store.install_received(&meta(4), rx).await.expect("install");
-        assert_eq!(body, "received");
+        let body: Option<String> = store.install_received(&meta(4), rx).await.expect("install");
+        assert_eq!(body.as_deref(), Some("received"));
 
         let mut rx = store.receiving().await.expect("receiving");
         let mut bad = codec::encode(&"x".repeat(100));
@@ -404,5 +466,37 @@ mod tests {
             .await
             .expect("read");
         assert_eq!(data, codec::encode(&"received".to_string()));
+
+        // Older than the stored one: not installed, and its file gone.
+        let mut rx = store.receiving().await.expect("receiving");
+        rx.write_all(&codec::encode(&"old".to_string())).await.expect("write");
+        let old: Option<String> = store.install_received(&meta(2), rx).await.expect("install");
+        assert_eq!(old, None);
+        assert_eq!(store.load::<String>().expect("load").as_deref(), Some("received"));
+        assert_eq!(files(dir.path()).len(), 2, "{:?}", files(dir.path()));
+    }
+
+    #[tokio::test]
+    async fn a_receive_that_is_abandoned_leaves_no_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SnapshotStore::open(dir.path()).expect("open");
+        let mut rx = store.receiving().await.expect("receiving");
+        rx.write_all(b"part of a snapshot").await.expect("write");
+        rx.flush().await.expect("flush");
+        assert_eq!(files(dir.path()).len(), 1);
+        drop(rx);
+        assert!(files(dir.path()).is_empty(), "{:?}", files(dir.path()));
+    }
+
+    #[test]
+    fn a_current_file_naming_a_path_outside_the_folder_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bad = Current {
+            meta: meta(1),
+            data_file: "../elsewhere.snap".into(),
+        };
+        fs::write(dir.path().join(CURRENT), codec::encode(&bad)).expect("write");
+        let err = SnapshotStore::open(dir.path()).err().expect("refused");
+        assert!(err.to_string().contains("names no snapshot data file"), "{err}");
     }
 }
