@@ -147,23 +147,24 @@ impl SnapshotStore {
     /// Reads the stored snapshot's body (blocking).
     pub fn load<T: DeserializeOwned>(&self) -> io::Result<Option<T>> {
         let name = self.current.lock().as_ref().map(|c| c.data_file.clone());
-        name.map(|n| decode_file(File::open(self.dir.join(n))?, &self.dir))
-            .transpose()
+        name.map(|n| {
+            let path = self.dir.join(n);
+            decode_file(File::open(&path).map_err(at(&path))?, &path)
+        })
+        .transpose()
     }
 
     /// Writes a snapshot built on this node and makes it the stored one, unless a newer one was
     /// stored meanwhile (blocking). Returns its data, opened for reading.
     pub fn write_built<T: Serialize>(&self, meta: &Meta, body: &T) -> io::Result<SnapshotFile> {
-        let name = new_data_name();
-        let tmp = self.dir.join(format!("{name}.{TMP_EXT}"));
+        let tmp = new_tmp_path(&self.dir);
         let mut out = BufWriter::with_capacity(IO_BUFFER, File::create(&tmp).map_err(at(&tmp))?);
         codec::encode_to(body, &mut out).map_err(at(&tmp))?;
         out.into_inner()
             .map_err(|e| e.into_error())
             .and_then(|f| f.sync_all())
             .map_err(at(&tmp))?;
-        let path = self.dir.join(&name);
-        fs::rename(&tmp, &path).map_err(at(&path))?;
+        let (name, path) = complete(&tmp)?;
         // Opened before the commit, which removes the file if a newer snapshot won; openraft
         // ignores a build older than its snapshot.
         let file = File::open(&path).map_err(at(&path))?;
@@ -173,7 +174,7 @@ impl SnapshotStore {
 
     /// A new, empty file to receive a snapshot from the leader into.
     pub async fn receiving(&self) -> io::Result<SnapshotFile> {
-        let path = self.dir.join(format!("{}.{TMP_EXT}", new_data_name()));
+        let path = new_tmp_path(&self.dir);
         let file = tokio::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -204,24 +205,37 @@ impl SnapshotStore {
             .map_err(at(&received.path))?
             .into_std()
             .await;
+        // openraft hands over what `receiving` opened; anything else (a snapshot built by another
+        // store, as openraft's storage suite installs) is copied in, never moved or removed.
+        let ours = received.unfinished && received.path.parent() == Some(self.dir.as_path());
         let this = self.clone();
         let meta = meta.clone();
-        let tmp = received.path.clone();
+        let path = received.path.clone();
         let installed = tokio::task::spawn_blocking(move || {
-            file.sync_all().map_err(at(&tmp))?;
-            let body = decode_file(file, &tmp)?;
-            let name = tmp
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .ok_or_else(|| io::Error::other(format!("{}: no file name", tmp.display())))?;
-            let path = this.dir.join(&name);
-            fs::rename(&tmp, &path).map_err(at(&path))?;
+            let (file, tmp) = if ours {
+                (file, path)
+            } else {
+                copy_in(&this.dir, file, &path)?
+            };
+            let read = file.sync_all().map_err(at(&tmp)).and_then(|()| decode_file(file, &tmp));
+            let body = match read {
+                Ok(body) => body,
+                Err(e) => {
+                    if !ours {
+                        let _ = fs::remove_file(&tmp);
+                    }
+                    return Err(e);
+                }
+            };
+            let (name, _) = complete(&tmp)?;
             Ok(this.commit(&meta, name)?.then_some(body))
         })
         .await
         .map_err(|e| io::Error::other(e.to_string()))?;
-        // Renamed (or failed): nothing for the drop to remove unless it failed before the rename.
-        received.unfinished = received.path.exists();
+        if ours {
+            // Renamed: nothing for the drop to remove; failed before that: removed by the drop.
+            received.unfinished = received.path.exists();
+        }
         installed
     }
 
@@ -282,8 +296,37 @@ fn at(path: &Path) -> impl Fn(io::Error) -> io::Error + '_ {
     move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
-fn new_data_name() -> String {
-    format!("{}.{DATA_EXT}", uuid::Uuid::new_v4().simple())
+/// A new data file's name while it is written: `<id>.snap.tmp`.
+fn new_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{}.{DATA_EXT}.{TMP_EXT}", uuid::Uuid::new_v4().simple()))
+}
+
+/// Copies a snapshot's data from a file elsewhere into a new temp file here.
+fn copy_in(dir: &Path, mut from: File, from_path: &Path) -> io::Result<(File, PathBuf)> {
+    from.seek(SeekFrom::Start(0)).map_err(at(from_path))?;
+    let tmp = new_tmp_path(dir);
+    let mut out = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(at(&tmp))?;
+    if let Err(e) = io::copy(&mut from, &mut out) {
+        let _ = fs::remove_file(&tmp);
+        return Err(at(&tmp)(e));
+    }
+    Ok((out, tmp))
+}
+
+/// Renames a data file, written and synced, from its temp name to its own; returns both.
+fn complete(tmp: &Path) -> io::Result<(String, PathBuf)> {
+    let name = tmp
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .ok_or_else(|| io::Error::other(format!("{}: no file name", tmp.display())))?;
+    let path = tmp.with_file_name(&name);
+    fs::rename(tmp, &path).map_err(at(&path))?;
+    Ok((name, path))
 }
 
 fn invalid(path: &Path, what: &str, e: impl std::fmt::Display) -> io::Error {
@@ -326,29 +369,24 @@ fn write_current(dir: &Path, current: &Current) -> io::Result<()> {
 
 /// Moves an older build's snapshot (meta length as u64 LE, meta, data) to this layout.
 fn convert_legacy(dir: &Path, legacy: &Path) -> io::Result<Current> {
-    let mut f = File::open(legacy)?;
+    let mut f = File::open(legacy).map_err(at(legacy))?;
     let mut len = [0u8; 8];
-    f.read_exact(&mut len)?;
+    f.read_exact(&mut len).map_err(at(legacy))?;
     // The meta is a log id and a membership: far below this.
     let meta_len = u64::from_le_bytes(len);
     if meta_len > 1 << 24 {
-        return Err(invalid(
-            dir,
-            "the old snapshot file is damaged",
-            format!("meta of {meta_len} bytes"),
-        ));
+        return Err(invalid(legacy, "damaged", format!("meta of {meta_len} bytes")));
     }
     let mut meta = vec![0u8; meta_len as usize];
-    f.read_exact(&mut meta)?;
-    let meta: Meta =
-        codec::decode_stored(&meta).map_err(|e| invalid(dir, "the old snapshot's meta does not decode", e))?;
-    let name = new_data_name();
-    let tmp = dir.join(format!("{name}.{TMP_EXT}"));
-    let mut out = File::create(&tmp)?;
-    io::copy(&mut f, &mut out)?;
-    out.sync_all()?;
-    fs::rename(&tmp, dir.join(&name))?;
-    let current = Current { meta, data_file: name };
+    f.read_exact(&mut meta).map_err(at(legacy))?;
+    let meta: Meta = codec::decode_stored(&meta).map_err(|e| invalid(legacy, "meta does not decode", e))?;
+    let tmp = new_tmp_path(dir);
+    let mut out = File::create(&tmp).map_err(at(&tmp))?;
+    io::copy(&mut f, &mut out)
+        .and_then(|_| out.sync_all())
+        .map_err(at(&tmp))?;
+    let (data_file, _) = complete(&tmp)?;
+    let current = Current { meta, data_file };
     write_current(dir, &current)?;
     Ok(current)
 }
@@ -368,6 +406,13 @@ mod tests {
             last_membership: StoredMembership::default(),
             snapshot_id: format!("s{index}"),
         }
+    }
+
+    /// A receive of `bytes`, as openraft writes the chunks.
+    async fn received(store: &SnapshotStore, bytes: &[u8]) -> SnapshotFile {
+        let mut rx = store.receiving().await.expect("receiving");
+        rx.write_all(bytes).await.expect("write");
+        rx
     }
 
     fn files(dir: &Path) -> Vec<String> {
@@ -439,17 +484,13 @@ mod tests {
     async fn a_received_snapshot_is_stored_and_a_damaged_one_changes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Arc::new(SnapshotStore::open(dir.path()).expect("open"));
-        let mut rx = store.receiving().await.expect("receiving");
-        rx.write_all(&codec::encode(&"received".to_string()))
-            .await
-            .expect("write");
+        let rx = received(&store, &codec::encode(&"received".to_string())).await;
         let body: Option<String> = store.install_received(&meta(4), rx).await.expect("install");
         assert_eq!(body.as_deref(), Some("received"));
 
-        let mut rx = store.receiving().await.expect("receiving");
         let mut bad = codec::encode(&"x".repeat(100));
         bad.truncate(20);
-        rx.write_all(&bad).await.expect("write");
+        let rx = received(&store, &bad).await;
         let err = store
             .install_received::<String>(&meta(8), rx)
             .await
@@ -468,8 +509,7 @@ mod tests {
         assert_eq!(data, codec::encode(&"received".to_string()));
 
         // Older than the stored one: not installed, and its file gone.
-        let mut rx = store.receiving().await.expect("receiving");
-        rx.write_all(&codec::encode(&"old".to_string())).await.expect("write");
+        let rx = received(&store, &codec::encode(&"old".to_string())).await;
         let old: Option<String> = store.install_received(&meta(2), rx).await.expect("install");
         assert_eq!(old, None);
         assert_eq!(store.load::<String>().expect("load").as_deref(), Some("received"));
@@ -480,8 +520,7 @@ mod tests {
     async fn a_receive_that_is_abandoned_leaves_no_file() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = SnapshotStore::open(dir.path()).expect("open");
-        let mut rx = store.receiving().await.expect("receiving");
-        rx.write_all(b"part of a snapshot").await.expect("write");
+        let mut rx = received(&store, b"part of a snapshot").await;
         rx.flush().await.expect("flush");
         assert_eq!(files(dir.path()).len(), 1);
         drop(rx);
