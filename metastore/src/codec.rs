@@ -65,7 +65,7 @@ pub fn decode_stored_from<T: DeserializeOwned, R: std::io::Read>(input: &mut R, 
         std::io::ErrorKind::UnexpectedEof => CodecError::Empty,
         _ => CodecError::Malformed(e.to_string()),
     })?;
-    if ![FORMAT_VERSION, FORMAT_1].contains(&version[0]) {
+    if !STORED_VERSIONS.contains(&version[0]) {
         return Err(CodecError::UnknownVersion(version[0]));
     }
     // Decoding our stored types claims at most about 4 bytes per byte read (empty values
@@ -95,6 +95,9 @@ fn decode_read_limited<T: DeserializeOwned, R: std::io::Read, const LIMIT: usize
 /// (vote, purge point, snapshot) kept its layout in version 2.
 pub const FORMAT_1: u8 = 1;
 
+/// The formats a stored value (as opposed to an RPC or a log entry) may be read from.
+const STORED_VERSIONS: [u8; 2] = [FORMAT_VERSION, FORMAT_1];
+
 /// Decodes what [`encode`] wrote, checking the version byte: RPCs and log entries.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     decode_versions(bytes, &[FORMAT_VERSION])
@@ -103,7 +106,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
 /// Decodes a stored value whose layout is the same in [`FORMAT_1`] and this format, so that a
 /// data dir written before version 2 still opens.
 pub fn decode_stored<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    decode_versions(bytes, &[FORMAT_VERSION, FORMAT_1])
+    decode_versions(bytes, &STORED_VERSIONS)
 }
 
 /// Decodes a value written in one of `versions`.
