@@ -24,9 +24,13 @@ pub enum ClientError {
     /// The server refused the request; the message says why.
     #[error("{}", .0.message())]
     Server(Status),
-    /// No node answered in time.
+    /// No node answered in time; a write may or may not have applied.
     #[error("no metastore node reachable: {0}")]
     Unavailable(String),
+    /// No node answered in time, and no attempt of the write reached the leader's log: it
+    /// surely did not apply.
+    #[error("no metastore node reachable, not applied: {0}")]
+    NotApplied(String),
 }
 
 impl ClientError {
@@ -35,7 +39,7 @@ impl ClientError {
         match self {
             ClientError::Endpoint(_) => Code::InvalidArgument,
             ClientError::Server(s) => s.code(),
-            ClientError::Unavailable(_) => Code::Unavailable,
+            ClientError::Unavailable(_) | ClientError::NotApplied(_) => Code::Unavailable,
         }
     }
 }
@@ -95,6 +99,29 @@ fn retryable(s: &Status) -> bool {
         Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded
     )
 }
+
+/// Whether a failed attempt surely did not apply: the server said so, or it was never sent.
+fn not_applied(s: &Status) -> bool {
+    let said = s
+        .metadata()
+        .get(crate::service::WRITE_OUTCOME)
+        .is_some_and(|v| v.as_bytes() == crate::service::NOT_APPLIED.as_bytes());
+    said || peers::never_sent(s)
+}
+
+/// The error after the last retryable failure: [`ClientError::NotApplied`] when no attempt may
+/// have applied.
+fn gave_up(s: &Status, maybe_applied: bool) -> ClientError {
+    if maybe_applied {
+        ClientError::Unavailable(s.message().to_string())
+    } else {
+        ClientError::NotApplied(s.message().to_string())
+    }
+}
+
+/// Longest pause between two attempts: short, so that a client finds a new leader soon after
+/// an election (a follower asked meanwhile waits for the election itself).
+const MAX_BACKOFF: Duration = Duration::from_millis(200);
 
 impl Client {
     /// A client of the nodes at `endpoints` (HOST:PORT each). Connections open lazily.
@@ -171,14 +198,16 @@ impl Client {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = tokio::time::Instant::now() + self.inner.retry_for;
-        let mut backoff = Duration::from_millis(20);
+        let mut backoff = Duration::from_millis(10);
+        let mut maybe_applied = false;
         loop {
             let i = self.inner.current.load(Ordering::Relaxed);
             match f(self.client_at(i)).await {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) if retryable(&s) => {
+                    maybe_applied |= !not_applied(&s);
                     if tokio::time::Instant::now() >= deadline {
-                        return Err(ClientError::Unavailable(s.message().to_string()));
+                        return Err(gave_up(&s, maybe_applied));
                     }
                     let n = self.inner.endpoints.len();
                     let _ = self
@@ -186,7 +215,7 @@ impl Client {
                         .current
                         .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
                 Err(s) => return Err(ClientError::Server(s)),
             }
@@ -201,7 +230,7 @@ impl Client {
     {
         f(self.client_at(i)).await.map(|r| r.into_inner()).map_err(|s| {
             if retryable(&s) {
-                ClientError::Unavailable(s.message().to_string())
+                gave_up(&s, !not_applied(&s))
             } else {
                 ClientError::Server(s)
             }

@@ -25,3 +25,4 @@ pub mod validate;
 
 pub use client::{Client, ClientError, FollowEvent, LocalNode};
 pub use node::{start, NodeConfig, NodeHandle, RaftTuning};
+pub use service::{MAYBE_APPLIED, NOT_APPLIED, WRITE_OUTCOME};

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::{Config, SnapshotPolicy};
 use proto::metastore::metastore_server::MetastoreServer;
@@ -18,7 +19,7 @@ use crate::log_store::LogStore;
 use crate::metrics::{self, MetastoreMetrics};
 use crate::network::{NetworkFactory, RaftService};
 use crate::peers::{Peers, MAX_MESSAGE};
-use crate::service::{MetastoreService, NodeCore};
+use crate::service::{Deadlines, MetastoreService, NodeCore};
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
 use crate::validate::Limits;
@@ -42,13 +43,30 @@ pub struct RaftTuning {
 }
 
 impl Default for RaftTuning {
+    /// A follower calls an election once it has heard nothing for the leader lease (openraft
+    /// makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms here, plus at
+    /// most one tick (1.5 heartbeats), so a dead leader is replaced within about 0.9 s.
     fn default() -> Self {
         Self {
-            heartbeat_ms: 100,
-            election_min_ms: 500,
-            election_max_ms: 1000,
+            heartbeat_ms: 50,
+            election_min_ms: 200,
+            election_max_ms: 400,
             snapshot_every: 20_000,
             keep_behind_snapshot: 5_000,
+        }
+    }
+}
+
+/// Largest wait for a batch of writes forwarded to the leader: a dead or paused leader is found
+/// sooner by the connection's keep-alive, so this only bounds a live leader that is slow.
+const FORWARD_DEADLINE: Duration = Duration::from_secs(10);
+
+impl RaftTuning {
+    /// The deadlines of this node's calls to its peers.
+    pub fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            read_index: Duration::from_millis(self.election_max_ms.max(1)),
+            forward: FORWARD_DEADLINE,
         }
     }
 }
@@ -232,13 +250,20 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         cfg.limits.clone(),
         peers,
         metrics.commit_latency.clone(),
+        cfg.raft.deadlines(),
     ));
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MetastoreServer<MetastoreService>>().await;
+    // Both versions of reflection: grpcurl and grpcui speak v1, Python's grpcio-reflection and
+    // older tools only v1alpha.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .build_v1()
+        .map_err(|e| NodeError::Config(e.to_string()))?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
         .map_err(|e| NodeError::Config(e.to_string()))?;
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
@@ -272,6 +297,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         };
         let res = router
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .add_service(metastore)
             .add_service(raft_svc)
             .serve_with_incoming_shutdown(incoming, async {

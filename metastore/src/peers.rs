@@ -32,8 +32,45 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
         // leadership moves, and the close fails all of them at once.
         .http2_max_local_error_reset_streams(None)
         .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
+        // A peer that stops answering (SIGSTOP, a cut link) is found by its missed PINGs, which
+        // fails every call on the connection so that callers retry elsewhere instead of hanging
+        // until TCP gives up; a long call on a live peer is not cut short.
+        .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
+        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
         .connect_lazy())
+}
+
+/// How often an open connection PINGs its peer.
+pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(300);
+/// How long a PING may go unanswered before the connection is closed.
+pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_millis(700);
+
+/// Whether a failed call surely never reached the server: the connection could not be opened.
+/// A call that failed any later may have been received and acted on.
+pub fn never_sent(s: &tonic::Status) -> bool {
+    use std::error::Error;
+    if s.code() != tonic::Code::Unavailable {
+        return false;
+    }
+    let mut source: Option<&(dyn Error + 'static)> = s.source();
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable
+            ) {
+                return true;
+            }
+        }
+        let text = e.to_string();
+        if text.contains("tcp connect error") || text.contains("error trying to connect") {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// The channel cache.

@@ -5,6 +5,7 @@
 //! leader handles one request per batch instead of one per client command.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use openraft::error::{ClientWriteError, RaftError};
@@ -34,6 +35,17 @@ pub enum ProposeError {
     /// Raft or the request to the leader failed; the command may or may not have applied.
     #[error("cannot propose: {0}")]
     Unavailable(String),
+    /// The command never reached the leader's log (the leader could not be reached at all), so
+    /// it did not apply: a retry cannot apply it twice.
+    #[error("not applied: {0}")]
+    NotSent(String),
+}
+
+impl ProposeError {
+    /// Whether the command surely did not apply.
+    pub fn surely_not_applied(&self) -> bool {
+        matches!(self, ProposeError::NotLeader | ProposeError::NotSent(_))
+    }
 }
 
 /// Commands from one caller, encoded: a client command, or a follower's whole batch.
@@ -54,9 +66,10 @@ pub struct Proposer {
 impl Proposer {
     /// Starts the batching task for `raft`.
     /// Proposals made here as leader are timed into `commit_latency`.
-    pub fn start(id: NodeId, raft: Raft, peers: Peers, commit_latency: Histogram) -> Self {
+    /// A batch sent to the leader gives up after `deadline` (then it may or may not have applied).
+    pub fn start(id: NodeId, raft: Raft, peers: Peers, commit_latency: Histogram, deadline: Duration) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(id, raft, peers, commit_latency, rx));
+        tokio::spawn(run(id, raft, peers, commit_latency, deadline, rx));
         Self { tx }
     }
 
@@ -121,22 +134,43 @@ fn remote_leader(id: NodeId, raft: &Raft) -> Option<String> {
         .map(|n| n.addr.clone())
 }
 
-async fn forward(peers: &Peers, addr: &str, proposal: &Proposal) -> Result<ProposalResult, ProposeError> {
-    let mut c = peers.raft(addr).map_err(|e| ProposeError::Unavailable(e.to_string()))?;
-    let req = RaftPayload {
+async fn forward(
+    peers: &Peers,
+    addr: &str,
+    proposal: &Proposal,
+    deadline: Duration,
+) -> Result<ProposalResult, ProposeError> {
+    let mut c = peers.raft(addr).map_err(|e| ProposeError::NotSent(e.to_string()))?;
+    let mut req = tonic::Request::new(RaftPayload {
         data: codec::encode(proposal).into(),
+    });
+    req.set_timeout(deadline);
+    let resp = match tokio::time::timeout(deadline, c.propose(req)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(s)) if crate::peers::never_sent(&s) => {
+            return Err(ProposeError::NotSent(format!("leader at {addr}: {}", s.message())))
+        }
+        Ok(Err(s)) => return Err(ProposeError::Unavailable(format!("leader at {addr}: {}", s.message()))),
+        Err(_) => {
+            return Err(ProposeError::Unavailable(format!(
+                "leader at {addr} did not answer within {deadline:?}"
+            )))
+        }
     };
-    let resp = c
-        .propose(req)
-        .await
-        .map_err(|s| ProposeError::Unavailable(format!("leader at {addr}: {}", s.message())))?;
     codec::decode::<Result<ProposalResult, ProposeError>>(&resp.into_inner().data)
         .map_err(|e| ProposeError::Unavailable(format!("leader at {addr}: {e}")))?
 }
 
 /// Proposes the batch here when this node leads, or sends it to the leader. Callers whose
 /// commands must not travel again get `NotLeader` on a follower.
-async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogram, batch: Vec<Pending>) {
+async fn submit(
+    id: NodeId,
+    raft: &Raft,
+    peers: &Peers,
+    commit_latency: &Histogram,
+    deadline: Duration,
+    batch: Vec<Pending>,
+) {
     let leader = remote_leader(id, raft);
     let (batch, refused): (Vec<Pending>, Vec<Pending>) =
         batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
@@ -155,7 +189,7 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogr
     let total = segments.len();
     let proposal = Proposal { segments };
     let res = match &leader {
-        Some(addr) => forward(peers, addr, &proposal).await,
+        Some(addr) => forward(peers, addr, &proposal, deadline).await,
         None => propose_as_leader(raft, proposal, commit_latency).await,
     };
     match res {
@@ -184,6 +218,7 @@ async fn run(
     raft: Raft,
     peers: Peers,
     commit_latency: Histogram,
+    deadline: Duration,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -222,7 +257,7 @@ async fn run(
         let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            submit(id, &raft, &peers, &commit_latency, batch).await;
+            submit(id, &raft, &peers, &commit_latency, deadline, batch).await;
         });
     }
 }

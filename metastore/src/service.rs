@@ -29,10 +29,39 @@ use crate::validate::{self, InvalidRequest, Limits};
 
 /// Metadata key set on a request a follower forwards, so it is forwarded at most once.
 const FORWARDED: &str = "x-ferry-forwarded";
+/// Metadata key on a failed write's answer: [`NOT_APPLIED`] or [`MAYBE_APPLIED`].
+pub const WRITE_OUTCOME: &str = "x-ferry-write";
+/// The write surely did not reach the leader's log: a retry cannot apply it twice.
+pub const NOT_APPLIED: &str = "not-applied";
+/// The write may or may not have applied: retry it with the same request id.
+pub const MAYBE_APPLIED: &str = "maybe-applied";
+
+/// The answer to a write that failed to propose, saying whether it may have applied.
+fn write_failed(e: &ProposeError) -> Status {
+    let (outcome, msg) = if e.surely_not_applied() {
+        (NOT_APPLIED, format!("not applied: {e}"))
+    } else {
+        (MAYBE_APPLIED, format!("maybe applied: {e}"))
+    };
+    let mut s = Status::unavailable(msg);
+    s.metadata_mut()
+        .insert(WRITE_OUTCOME, tonic::metadata::MetadataValue::from_static(outcome));
+    s
+}
 /// How long a request waits for a leader to be elected.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 /// Chunks of one staged transaction proposed at once.
 const STAGE_PARALLEL: usize = 4;
+
+/// How long a node waits on a peer before it gives up on a call.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// A read-index request to the leader (at most one election timeout, so that reads are
+    /// served again within one election timeout of a fault's end).
+    pub read_index: Duration,
+    /// A batch of writes forwarded to the leader.
+    pub forward: Duration,
+}
 
 /// Everything a node's services share.
 pub struct NodeCore {
@@ -72,9 +101,10 @@ impl NodeCore {
         limits: Limits,
         peers: Peers,
         commit_latency: prometheus::Histogram,
+        deadlines: Deadlines,
     ) -> Self {
-        let read_index = ReadIndex::start(id, raft.clone(), peers.clone());
-        let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency);
+        let read_index = ReadIndex::start(id, raft.clone(), peers.clone(), deadlines.read_index);
+        let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency, deadlines.forward);
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
         staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone());
         Self {
@@ -150,21 +180,21 @@ impl NodeCore {
     /// while leadership moves.
     async fn write(&self, request_id: Option<String>, kind: CommandKind) -> Result<CommandResult, Status> {
         let cmd = Command { request_id, kind };
-        let mut last = Status::unavailable("no leader elected");
+        let mut last = ProposeError::NotSent("no leader elected".into());
         for _ in 0..3 {
             match self.proposer.propose(cmd.clone()).await {
                 Ok(CommandResult::Rejected { reason }) => return Err(Status::failed_precondition(reason)),
                 Ok(r) => return Ok(r),
                 Err(ProposeError::NotLeader) => {
                     if self.leader_addr().await.is_none() {
-                        return Err(Status::unavailable("no leader elected"));
+                        return Err(write_failed(&ProposeError::NotSent("no leader elected".into())));
                     }
-                    last = Status::unavailable("leadership is changing");
+                    last = ProposeError::NotSent("leadership is changing".into());
                 }
-                Err(e) => return Err(Status::unavailable(e.to_string())),
+                Err(e) => return Err(write_failed(&e)),
             }
         }
-        Err(last)
+        Err(write_failed(&last))
     }
 
     /// Applies a transaction of any size: one entry when it fits, else staged in chunks and
