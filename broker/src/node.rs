@@ -97,9 +97,9 @@ impl Broker {
             .max_encoding_message_size(1 << 30)
     }
 
-    /// Registers as reachable at `endpoint` and starts following the metadata.
-    pub fn start(self, endpoint: String) -> Result<BrokerHandle, metastore::ClientError> {
-        let client = Client::new(&self.cfg.quorum)?;
+    /// Registers as reachable at `endpoint` and starts following the metadata, through
+    /// `client` (a client of the quorum that carries the cluster credential, or will).
+    pub fn start(self, endpoint: String, client: Client) -> Result<BrokerHandle, metastore::ClientError> {
         self.core.resume_moves();
         let (stop, stop_rx) = watch::channel(false);
         let (lease_tx, lease) = watch::channel(0u64);

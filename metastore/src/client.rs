@@ -10,6 +10,8 @@ use bytes::Bytes;
 use proto::metastore as pb;
 use proto::metastore::metastore_client::MetastoreClient;
 use tokio::sync::mpsc;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
@@ -24,6 +26,9 @@ pub enum ClientError {
     /// The server refused the request; the message says why.
     #[error("{}", .0.message())]
     Server(Status),
+    /// The cluster credential could not be read or is malformed.
+    #[error("cluster credential: {0}")]
+    Credential(String),
     /// No node answered in time; a write may or may not have applied.
     #[error("no metastore node reachable: {0}")]
     Unavailable(String),
@@ -37,7 +42,7 @@ impl ClientError {
     /// The gRPC code behind the error.
     pub fn code(&self) -> Code {
         match self {
-            ClientError::Endpoint(_) => Code::InvalidArgument,
+            ClientError::Endpoint(_) | ClientError::Credential(_) => Code::InvalidArgument,
             ClientError::Server(s) => s.code(),
             ClientError::Unavailable(_) | ClientError::NotApplied(_) => Code::Unavailable,
         }
@@ -76,6 +81,32 @@ impl LocalNode {
     }
 }
 
+/// A request from this process to its own node: it may touch internal keys.
+fn trusted<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.extensions_mut().insert(crate::credential::Trusted);
+    r
+}
+
+/// Adds the cluster credential, once this client has one, to every request.
+#[derive(Clone, Default)]
+pub struct CredentialInterceptor {
+    token: Arc<std::sync::OnceLock<MetadataValue<Ascii>>>,
+}
+
+impl tonic::service::Interceptor for CredentialInterceptor {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(t) = self.token.get() {
+            req.metadata_mut()
+                .insert(crate::credential::CREDENTIAL_HEADER, t.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// A connection to one node, carrying the credential.
+pub type Conn = InterceptedService<Channel, CredentialInterceptor>;
+
 /// A client of a metastore cluster. Clones share connections.
 #[derive(Clone)]
 pub struct Client {
@@ -91,6 +122,7 @@ struct Inner {
     client_id: String,
     seq: AtomicU64,
     retry_for: Duration,
+    credential: CredentialInterceptor,
 }
 
 fn retryable(s: &Status) -> bool {
@@ -142,6 +174,7 @@ impl Client {
                 client_id: uuid::Uuid::new_v4().simple().to_string(),
                 seq: AtomicU64::new(0),
                 retry_for: Duration::from_secs(15),
+                credential: CredentialInterceptor::default(),
             }),
         })
     }
@@ -184,8 +217,24 @@ impl Client {
         )
     }
 
-    fn client_at(&self, i: usize) -> MetastoreClient<Channel> {
-        MetastoreClient::new(self.inner.channels[i].clone())
+    /// Sends the cluster credential with every request from now on (clones too), so that this
+    /// client may write the keys the cluster writes itself. The first token given stays.
+    pub fn set_credential(&self, token: &str) -> Result<(), ClientError> {
+        let v = MetadataValue::try_from(token.trim())
+            .map_err(|_| ClientError::Credential("the token is not printable ASCII".into()))?;
+        let _ = self.inner.credential.token.set(v);
+        Ok(())
+    }
+
+    /// Like [`Client::set_credential`], reading the token from a file.
+    pub fn set_credential_file(&self, path: &std::path::Path) -> Result<(), ClientError> {
+        let token =
+            std::fs::read_to_string(path).map_err(|e| ClientError::Credential(format!("{}: {e}", path.display())))?;
+        self.set_credential(&token)
+    }
+
+    fn client_at(&self, i: usize) -> MetastoreClient<Conn> {
+        MetastoreClient::with_interceptor(self.inner.channels[i].clone(), self.inner.credential.clone())
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE)
     }
@@ -194,7 +243,7 @@ impl Client {
     /// the next node and calls again, for up to the retry window.
     pub async fn call<T, F, Fut>(&self, mut f: F) -> Result<T, ClientError>
     where
-        F: FnMut(MetastoreClient<Channel>) -> Fut,
+        F: FnMut(MetastoreClient<Conn>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = tokio::time::Instant::now() + self.inner.retry_for;
@@ -225,7 +274,7 @@ impl Client {
     /// Calls one given endpoint, without retry.
     pub async fn call_endpoint<T, F, Fut>(&self, i: usize, f: F) -> Result<T, ClientError>
     where
-        F: FnOnce(MetastoreClient<Channel>) -> Fut,
+        F: FnOnce(MetastoreClient<Conn>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         f(self.client_at(i)).await.map(|r| r.into_inner()).map_err(|s| {
@@ -272,7 +321,7 @@ impl Client {
         };
         if let Some(l) = self.leading_local() {
             use proto::metastore::metastore_server::Metastore;
-            if let Ok(r) = l.service.get(tonic::Request::new(req.clone())).await {
+            if let Ok(r) = l.service.get(trusted(req.clone())).await {
                 return Ok(r.into_inner().kv);
             }
         }
@@ -299,7 +348,7 @@ impl Client {
     pub async fn range_req(&self, req: pb::RangeRequest) -> Result<pb::RangeResponse, ClientError> {
         if let Some(l) = self.leading_local() {
             use proto::metastore::metastore_server::Metastore;
-            if let Ok(r) = l.service.range(tonic::Request::new(req.clone())).await {
+            if let Ok(r) = l.service.range(trusted(req.clone())).await {
                 return Ok(r.into_inner());
             }
         }
@@ -351,7 +400,7 @@ impl Client {
             // retry apply the transaction at most once.
             let retry = req.clone();
             use proto::metastore::metastore_server::Metastore;
-            match l.service.txn(tonic::Request::new(req)).await {
+            match l.service.txn(trusted(req)).await {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) if retryable(&s) => {
                     tracing::debug!(error = %s.message(), "local transaction failed; retrying on the cluster");

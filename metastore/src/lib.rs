@@ -7,6 +7,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod credential;
 pub mod kv_state;
 pub mod lease;
 pub mod log_store;

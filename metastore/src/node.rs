@@ -162,6 +162,11 @@ impl NodeHandle {
         )
     }
 
+    /// The cluster credential, once the cluster has one (the first leader creates it).
+    pub async fn cluster_credential(&self) -> String {
+        crate::credential::wait(&self.sm).await
+    }
+
     /// Read-index batches taken by this node so far (each is one quorum round on a leader).
     pub fn read_index_rounds(&self) -> u64 {
         self.core.read_index.rounds()
@@ -322,6 +327,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             }
         }
     }
+    spawn_credential_file(shared.clone(), cfg.data_dir.join(crate::credential::CREDENTIAL_FILE));
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -333,4 +339,34 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         server,
         leader_watch,
     })
+}
+
+/// Writes the cluster credential to `path` (readable by its owner only) once this node knows
+/// it, for the operator's repair commands and for broker-only nodes.
+fn spawn_credential_file(sm: Arc<SmShared>, path: PathBuf) {
+    tokio::spawn(async move {
+        let token = crate::credential::wait(&sm).await;
+        if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == token) {
+            return;
+        }
+        if let Err(e) = write_private(&path, &token) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the cluster credential file");
+        }
+    });
+}
+
+fn write_private(path: &std::path::Path, token: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(token.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }

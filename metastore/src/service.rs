@@ -17,6 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
+use crate::credential;
 use crate::kv_state::{Event, KvEntry};
 use crate::lease::{KeepAliveError, LeaseKeeper};
 use crate::peers::Peers;
@@ -107,6 +108,7 @@ impl NodeCore {
         let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency, deadlines.forward);
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
         staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone());
+        credential::start_ensure(id, raft.clone(), proposer.clone(), sm.clone());
         Self {
             id,
             raft,
@@ -455,8 +457,12 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> 
 #[tonic::async_trait]
 impl Metastore for MetastoreService {
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         let txn = validate::put(&r.key, &r.value, r.lease, &self.core.limits)?;
+        if let Some(p) = credential::internal_prefix_of(&r.key).filter(|_| !trusted) {
+            return Err(credential::denied("key", p));
+        }
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
         let res = self.core.write(rid, CommandKind::Txn(txn)).await?;
         Ok(Response::new(pb::PutResponse {
@@ -465,8 +471,12 @@ impl Metastore for MetastoreService {
     }
 
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         validate::key("key", &r.key, &self.core.limits)?;
+        if r.key == credential::CREDENTIAL_KEY && !trusted {
+            return Err(credential::denied("key", credential::CREDENTIAL_KEY));
+        }
         if !r.serializable {
             self.core.linearize().await?;
         }
@@ -478,6 +488,7 @@ impl Metastore for MetastoreService {
     }
 
     async fn range(&self, req: Request<pb::RangeRequest>) -> Result<Response<pb::RangeResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         if !r.serializable {
@@ -500,6 +511,9 @@ impl Metastore for MetastoreService {
                 if !r.start_after.is_empty() && *k <= r.start_after {
                     continue;
                 }
+                if k == credential::CREDENTIAL_KEY && !trusted {
+                    continue;
+                }
                 if kvs.len() == limit {
                     more = true;
                     break;
@@ -519,8 +533,12 @@ impl Metastore for MetastoreService {
     }
 
     async fn delete(&self, req: Request<pb::DeleteRequest>) -> Result<Response<pb::DeleteResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         validate::key("key", &r.key, &self.core.limits)?;
+        if let Some(p) = credential::internal_prefix_of(&r.key).filter(|_| !trusted) {
+            return Err(credential::denied("key", p));
+        }
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
         let txn = Txn {
             guards: vec![],
@@ -537,8 +555,12 @@ impl Metastore for MetastoreService {
         &self,
         req: Request<pb::DeletePrefixRequest>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
+        if let Some(p) = credential::prefix_reaches_internal(&r.prefix).filter(|_| !trusted) {
+            return Err(credential::denied("prefix", p));
+        }
         let rid = validate::request_id(&r.request_id, &self.core.limits)?;
         let txn = Txn {
             guards: vec![],
@@ -554,9 +576,18 @@ impl Metastore for MetastoreService {
     }
 
     async fn txn(&self, req: Request<pb::TxnRequest>) -> Result<Response<pb::TxnResponse>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let mut r = req.into_inner();
         let rid = validate::request_id(&std::mem::take(&mut r.request_id), &self.core.limits)?;
         let txn = validate::txn(r, &self.core.limits)?;
+        if !trusted {
+            if let Some((field, p)) = credential::first_internal_op(&txn) {
+                return Err(credential::denied(&field, p));
+            }
+            if let Some(field) = credential::first_credential_guard(&txn) {
+                return Err(credential::denied(&field, credential::CREDENTIAL_KEY));
+            }
+        }
         match self.core.write_txn(rid, txn).await? {
             CommandResult::Txn {
                 revision,
@@ -583,13 +614,15 @@ impl Metastore for MetastoreService {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let trusted = credential::authorized(&req, &self.core.sm);
         let r = req.into_inner();
         validate::prefix("prefix", &r.prefix, &self.core.limits)?;
         let sm = self.core.sm.clone();
         let (sub, backlog, next) = subscribe(&sm, r.start_revision)?;
         let (tx, rx) = mpsc::channel(256);
         let closing = self.core.closing.subscribe();
-        tokio::spawn(run_watch(sm, r.prefix, sub, backlog, next, tx, closing));
+        let hide = (!trusted).then_some(credential::CREDENTIAL_KEY);
+        tokio::spawn(run_watch(sm, r.prefix, hide, sub, backlog, next, tx, closing));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
@@ -768,9 +801,11 @@ fn subscribe(sm: &SmShared, start: u64) -> Result<Subscription, Status> {
     Ok((sub, backlog, next))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_watch(
     sm: Arc<SmShared>,
     prefix: String,
+    hide: Option<&'static str>,
     mut sub: broadcast::Receiver<Arc<RevisionEvents>>,
     backlog: Vec<Arc<RevisionEvents>>,
     mut next: u64,
@@ -802,7 +837,7 @@ async fn run_watch(
             let events: Vec<pb::WatchEvent> = re
                 .events
                 .iter()
-                .filter(|e| e.key.starts_with(&prefix))
+                .filter(|e| e.key.starts_with(&prefix) && Some(e.key.as_str()) != hide)
                 .map(event_to_pb)
                 .collect();
             if events.is_empty() {

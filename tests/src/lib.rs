@@ -40,6 +40,27 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The cluster credential file that a quorum node with data dir `data_dir` writes, as a flag
+/// value for broker-only nodes and repair commands.
+pub fn credential_file(data_dir: &Path) -> String {
+    data_dir
+        .join(metastore::credential::CREDENTIAL_FILE)
+        .display()
+        .to_string()
+}
+
+/// Waits (up to a minute) until the file at `path` exists; a cluster writes its credential file
+/// a moment after it forms.
+pub fn wait_for_file(path: &str) {
+    for _ in 0..600 {
+        if Path::new(path).exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{path} did not appear within a minute");
+}
+
 /// Raft timing for tests: quick elections, but slack enough for a loaded 2-core machine.
 pub fn test_tuning() -> RaftTuning {
     RaftTuning {
@@ -110,6 +131,21 @@ impl Cluster {
     /// A client of every node.
     pub fn client(&self) -> Client {
         Client::new(&self.addrs).expect("client")
+    }
+
+    /// The cluster credential file of the first node (see [`wait_for_file`] before use).
+    pub fn credential_file(&self) -> String {
+        credential_file(&self.dir.path().join("n1"))
+    }
+
+    /// A client of every node that carries the cluster credential (it may write the cluster's
+    /// own keys), once the cluster has one.
+    pub async fn trusted_client(&self) -> Client {
+        let node = self.nodes.iter().flatten().next().expect("a running node");
+        let token = node.cluster_credential().await;
+        let c = self.client();
+        c.set_credential(&token).expect("a printable credential");
+        c
     }
 
     /// A client that talks to node `i` first.

@@ -146,10 +146,21 @@ pub fn start_four_each(dir: &Path, extra: impl Fn(i32) -> Vec<String>) -> Four {
     let four = crate::ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
         .with_args(ARGS)
         .with_args(&["--roles", "broker", "--quorum", &q])
+        .with_args(&["--cluster-credential-file", &crate::credential_file(&dir.join("n1"))])
         .with_args(&four_args);
     nodes.insert(4, four);
     for n in nodes.values_mut() {
         n.spawn();
+    }
+    // Brokers register once they know the cluster credential; tests name broker 4 in their
+    // first moves, so wait for all four.
+    let bootstrap = quorum.join(",");
+    for _ in 0..600 {
+        let (code, out, _) = crate::run_ferry(&["kv", "range", "/brokers/ids/", "--bootstrap-server", &bootstrap]);
+        if code == 0 && out.lines().filter(|l| l.starts_with("/brokers/ids/")).count() >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
     Four {
         nodes,

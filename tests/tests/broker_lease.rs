@@ -41,6 +41,7 @@ async fn a_silent_broker_loses_leadership_and_returns_truncated_and_in_sync() {
         .collect();
     let quorum_list = peers.values().cloned().collect::<Vec<_>>().join(",");
     let session = SESSION_MS.to_string();
+    let credential = tests::credential_file(&dir.path().join("q1"));
     let broker_args = [
         "--roles",
         "broker",
@@ -50,6 +51,8 @@ async fn a_silent_broker_loses_leadership_and_returns_truncated_and_in_sync() {
         &session,
         "--replica-lag-time-max-ms",
         "1500",
+        "--cluster-credential-file",
+        &credential,
     ];
     let mut brokers: Vec<ProcNode> = [11u64, 12]
         .iter()

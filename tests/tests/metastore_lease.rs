@@ -9,7 +9,7 @@ async fn a_lease_expires_after_keepalives_stop_and_its_keys_vanish_everywhere() 
     let c = Cluster::start(3).await;
     let client = c.client();
     let lease = client.lease_grant(1500).await.unwrap();
-    client.put_with_lease("/brokers/ids/1", "b1", lease).await.unwrap();
+    client.put_with_lease("/sessions/1", "b1", lease).await.unwrap();
     client.put("/plain", "stays").await.unwrap();
 
     // Kept alive for longer than the TTL: the key stays.
@@ -18,14 +18,14 @@ async fn a_lease_expires_after_keepalives_stop_and_its_keys_vanish_everywhere() 
         assert_eq!(client.lease_keep_alive(lease).await.unwrap(), 1500);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    assert!(client.get("/brokers/ids/1").await.unwrap().is_some());
+    assert!(client.get("/sessions/1").await.unwrap().is_some());
 
     // Stop: the key goes on all nodes.
     let deadline = Instant::now() + Duration::from_secs(30);
     for i in 0..3 {
         let node = c.client_at(i);
         loop {
-            if node.get_opt("/brokers/ids/1", true).await.unwrap().is_none() {
+            if node.get_opt("/sessions/1", true).await.unwrap().is_none() {
                 break;
             }
             assert!(Instant::now() < deadline, "lease key still on node {i}");

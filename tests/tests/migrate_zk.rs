@@ -16,10 +16,24 @@ fn ferry(args: &[&str]) -> (i32, String, String) {
     tokio::task::block_in_place(|| run_ferry(args))
 }
 
-fn migrate(zk: &str, bootstrap: &str, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec!["migrate-zk", "--zookeeper", zk, "--bootstrap-server", bootstrap];
+/// Runs `ferry migrate-zk` with the cluster credential, which an import needs to write the
+/// cluster's own keys.
+fn migrate(zk: &str, bootstrap: &str, credential: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "migrate-zk",
+        "--zookeeper",
+        zk,
+        "--bootstrap-server",
+        bootstrap,
+        "--cluster-credential-file",
+        credential,
+    ];
     args.extend_from_slice(extra);
-    ferry(&args)
+    // Off the runtime's threads: an in-process cluster writes the file meanwhile.
+    tokio::task::block_in_place(|| {
+        tests::wait_for_file(credential);
+        run_ferry(&args)
+    })
 }
 
 async fn get<M: Message + Default>(m: &metastore::Client, key: &str) -> Option<M> {
@@ -57,6 +71,7 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
         .map(|id| (id, format!("127.0.0.1:{}", tests::free_port())))
         .collect();
     let quorum = peers.values().cloned().collect::<Vec<_>>().join(",");
+    let credential = tests::credential_file(&dir.path().join("n11"));
     let mut nodes: Vec<ProcNode> = peers
         .iter()
         .map(|(id, addr)| {
@@ -76,6 +91,7 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
         )
         .with_args(NODE_ARGS)
         .with_args(&["--roles", "broker", "--quorum", &quorum])
+        .with_args(&["--cluster-credential-file", &credential])
     };
     nodes.push(broker(1));
     nodes.push(broker(2));
@@ -90,7 +106,7 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
 
     // --dry-run prints Kafka's JSON and writes nothing.
     let empty = snapshot(&meta).await;
-    let (code, out, err) = migrate(&zk_addr, &quorum, &["--dry-run"]);
+    let (code, out, err) = migrate(&zk_addr, &quorum, &credential, &["--dry-run"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(r#"{"version":1,"partitions":[{"topic":"events","partition":0,"replicas":[2,3],"original_replicas":[2,1]},{"topic":"legacy","partition":0,"replicas":[1,3],"original_replicas":[2,1]}]}"#), "{out}");
     assert!(
@@ -101,20 +117,20 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
     assert!(out.ends_with("Dry run: nothing was written.\n"), "{out}");
     assert_eq!(snapshot(&meta).await, empty, "a dry run writes nothing");
 
-    let (code, out, err) = migrate(&zk_addr, &quorum, &[]);
+    let (code, out, err) = migrate(&zk_addr, &quorum, &credential, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.starts_with("Imported cluster kafka-prod-1: 4 topics (1 being deleted), 6 partitions, 2 reassignments in flight (1 with a throttle that goes with them), 1 broker configs"),
         "{out}"
     );
 
-    let (code, out, err) = migrate(&zk_addr, &quorum, &["--verify"]);
+    let (code, out, err) = migrate(&zk_addr, &quorum, &credential, &["--verify"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("No differences"), "{out}");
 
     // A re-run writes nothing.
     let before = snapshot(&meta).await;
-    let (code, out, err) = migrate(&zk_addr, &quorum, &[]);
+    let (code, out, err) = migrate(&zk_addr, &quorum, &credential, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("Nothing changed"), "{out}");
     assert_eq!(snapshot(&meta).await, before);
@@ -206,6 +222,7 @@ async fn malformed_znodes_stop_the_import_with_nothing_written() {
     let zkc = zk.client().await;
     let cluster = Cluster::start(3).await;
     let bs = cluster.addrs.join(",");
+    let cred = cluster.credential_file();
     let meta = cluster.client();
     let empty = snapshot(&meta).await;
     let cases: &[(&str, &str, &str, &str)] = &[
@@ -260,7 +277,7 @@ async fn malformed_znodes_stop_the_import_with_nothing_written() {
     ];
     for (root, path, data, want) in cases {
         write_tree(&zkc, root, &fixture_with("kafka-prod-1", path, data)).await;
-        let (code, out, err) = migrate(&format!("{}{root}", zk.addr), &bs, &[]);
+        let (code, out, err) = migrate(&format!("{}{root}", zk.addr), &bs, &cred, &[]);
         assert_eq!(code, 1, "{root}: {out}{err}");
         assert!(err.contains(want), "{root}: wanted {want:?} in:\n{err}");
         assert!(
@@ -271,7 +288,7 @@ async fn malformed_znodes_stop_the_import_with_nothing_written() {
     }
 
     // With --skip-invalid the rest is imported, and the skipped znode is listed.
-    let (code, out, err) = migrate(&format!("{}/unassigned", zk.addr), &bs, &["--skip-invalid"]);
+    let (code, out, err) = migrate(&format!("{}/unassigned", zk.addr), &bs, &cred, &["--skip-invalid"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.starts_with("Skipped: /brokers/topics/orders/partitions/0/state: replica 7 is not assigned to orders-0\n"),
@@ -290,16 +307,17 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
     write_tree(&zkc, "/b", &kafka_fixture("cluster-b")).await;
     let cluster = Cluster::start(3).await;
     let bs = cluster.addrs.join(",");
+    let cred = cluster.credential_file();
     let meta = cluster.client();
     let a = format!("{}/a", zk.addr);
 
-    let (code, out, err) = migrate(&a, &bs, &[]);
+    let (code, out, err) = migrate(&a, &bs, &cred, &[]);
     assert_eq!(code, 0, "{out}{err}");
     let after_first = snapshot(&meta).await;
     assert!(after_first.iter().any(|(k, _, _)| k == keys::CLUSTER_ID));
 
     for _ in 0..2 {
-        let (code, out, err) = migrate(&a, &bs, &[]);
+        let (code, out, err) = migrate(&a, &bs, &cred, &[]);
         assert_eq!(code, 0, "{out}{err}");
         assert!(
             out.starts_with("Nothing changed: the metastore already holds cluster cluster-a"),
@@ -308,7 +326,7 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
         assert_eq!(snapshot(&meta).await, after_first, "a re-run writes nothing");
     }
 
-    let (code, out, err) = migrate(&format!("{}/b", zk.addr), &bs, &[]);
+    let (code, out, err) = migrate(&format!("{}/b", zk.addr), &bs, &cred, &[]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         err.contains("error: /cluster/id: the metastore already holds cluster \"cluster-a\", and ZooKeeper holds cluster \"cluster-b\"; refusing to import. Nothing was written."),
@@ -318,7 +336,7 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
 
     // --verify names each difference once Ferry's metadata moves away from ZooKeeper's.
     meta.delete(&keys::reassignment("events", 0)).await.unwrap();
-    let (code, out, _) = migrate(&a, &bs, &["--verify"]);
+    let (code, out, _) = migrate(&a, &bs, &cred, &["--verify"]);
     assert_eq!(code, 1);
     assert!(
         out.contains("/admin/reassignments/events/0: in ZooKeeper {\"original_replicas\":[2,1],\"replicas\":[2,3]"),
@@ -328,7 +346,7 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
         out.ends_with("1 difference(s) between ZooKeeper and the metastore.\n"),
         "{out}"
     );
-    let (code, _, err) = migrate(&a, &bs, &[]);
+    let (code, _, err) = migrate(&a, &bs, &cred, &[]);
     assert_eq!(code, 1);
     assert!(
         err.contains("error: the metastore already holds an import of cluster cluster-a and 1 key(s) differ from ZooKeeper, the first: /admin/reassignments/events/0."),

@@ -15,4 +15,5 @@ pids=()
 trap 'stop_all; rm -rf "$work"' EXIT
 FERRY_NODE_ARGS="--roles quorum" start_ferry_cluster "${FERRY_BENCH_PORT:-17761}"
 "$bin/ferry-reassign-bench" --bootstrap-server "$endpoints" --partitions "$PARTITIONS" \
-  --fake-brokers 1,2,3 --no-complete --server-pids "$server_pids"
+  --fake-brokers 1,2,3 --no-complete --server-pids "$server_pids" \
+  --cluster-credential-file "$work/ferry1/cluster-credential"

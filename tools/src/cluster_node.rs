@@ -75,6 +75,9 @@ pub struct NodeOptions {
     pub controller: ControllerConfig,
     /// Serve Prometheus metrics at `http://<this>/metrics`; none serves none.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where a broker-only node reads the cluster credential (waited for until it exists); a
+    /// quorum node learns it from its own store.
+    pub credential_file: Option<PathBuf>,
 }
 
 /// A started node.
@@ -154,6 +157,33 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         None => None,
     };
 
+    // The broker's own client of the quorum; it gets the cluster credential once known.
+    let broker_client = metastore::Client::new(&quorum).or_else(|_| metastore::Client::new(&[o.listen.to_string()]))?;
+    if !o.roles.quorum && o.roles.broker {
+        let Some(path) = o.credential_file.clone() else {
+            bail!(
+                "a broker-only node needs the cluster credential: --cluster-credential-file \
+                 (the file {} in a quorum node's data dir)",
+                metastore::credential::CREDENTIAL_FILE
+            );
+        };
+        let c = broker_client.clone();
+        tokio::spawn(async move {
+            // `ferry dev` starts broker-only nodes while its quorum is still forming.
+            let mut warned = false;
+            loop {
+                match c.set_credential_file(&path) {
+                    Ok(()) => return,
+                    Err(e) if !warned => {
+                        tracing::warn!(error = %e, "waiting for the cluster credential file");
+                        warned = true;
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        });
+    }
     let mut running = RunningNode {
         addr: o.listen,
         metrics: None,
@@ -182,6 +212,16 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         cfg.registry = Some(registry.clone());
         let node = metastore::start(cfg).await?;
         client.attach_local(node.local());
+        let sm = node.sm.clone();
+        let credentialed = vec![client.clone(), broker_client.clone()];
+        tokio::spawn(async move {
+            let token = metastore::credential::wait(&sm).await;
+            for c in credentialed {
+                if let Err(e) = c.set_credential(&token) {
+                    tracing::error!(error = %e, "cluster credential");
+                }
+            }
+        });
         running.addr = node.addr;
         running.controller = Some(controller::active::spawn(
             o.id,
@@ -219,7 +259,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         running.server = Some((tx, h));
     }
     if let Some(b) = broker {
-        running.broker = Some(b.start(running.addr.to_string())?);
+        running.broker = Some(b.start(running.addr.to_string(), broker_client)?);
     }
     if let Some(listener) = metrics_listener {
         running.metrics = Some(crate::metrics_http::serve(listener, registry)?);

@@ -113,6 +113,12 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let metrics_base = a
         .metrics_base_port
         .unwrap_or(if a.base_port == 0 { 0 } else { METRICS_BASE_PORT });
+    // Broker-only nodes read the credential that the first quorum node writes to its data dir.
+    let first_quorum = layout.nodes.keys().next().copied().unwrap_or(1);
+    let credential_file = a
+        .data_dir
+        .join(format!("node-{first_quorum}"))
+        .join(metastore::credential::CREDENTIAL_FILE);
     let mut nodes = Vec::new();
     for (id, addr) in layout.nodes.iter().chain(&layout.brokers) {
         let broker_only = layout.brokers.contains_key(id);
@@ -140,6 +146,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
             data: broker::DataConfig::default(),
             controller: Default::default(),
             metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
+            credential_file: broker_only.then(|| credential_file.clone()),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;
@@ -173,6 +180,10 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         metrics_line(layout.nodes.len() + i);
     }
     println!("bootstrap: {first}");
+    println!(
+        "cluster credential: {} (ferry kv writes under /brokers, /admin, /config, /controller, /cluster need --cluster-credential-file)",
+        credential_file.display()
+    );
     println!();
     println!("Try next (in another terminal):");
     let rf = nodes.len().min(3);

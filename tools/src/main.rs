@@ -220,6 +220,10 @@ pub struct Bootstrap {
         default_value = "127.0.0.1:7701"
     )]
     servers: String,
+    /// The cluster credential (the file `cluster-credential` in a quorum node's data dir): lets
+    /// `ferry kv` and `ferry migrate-zk` write the keys the cluster writes itself, for repairs.
+    #[arg(long, global = true, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
+    cluster_credential_file: Option<std::path::PathBuf>,
 }
 
 impl Bootstrap {
@@ -234,7 +238,11 @@ impl Bootstrap {
 
     /// A metastore client of the named nodes.
     pub fn client(&self) -> anyhow::Result<metastore::Client> {
-        Ok(metastore::Client::new(&self.endpoints())?)
+        let c = metastore::Client::new(&self.endpoints())?;
+        if let Some(path) = &self.cluster_credential_file {
+            c.set_credential_file(path)?;
+        }
+        Ok(c)
     }
 
     /// A data and admin client of the named quorum nodes.

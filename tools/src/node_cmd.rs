@@ -91,6 +91,10 @@ pub struct NodeArgs {
     /// Serve Prometheus metrics at http://HOST:PORT/metrics (default: not served).
     #[arg(long, env = "FERRY_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
+    /// The cluster credential for a broker-only node (the file `cluster-credential` in a quorum
+    /// node's data dir); a quorum node learns it from the cluster.
+    #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
+    cluster_credential_file: Option<PathBuf>,
 }
 
 /// The `--config` file of `ferry node`: every flag but `--config`, named with `_` for `-`.
@@ -121,6 +125,7 @@ struct FileConfig {
     log_dir_probe_interval_ms: Option<u64>,
     num_replica_alter_log_dirs_threads: Option<usize>,
     metrics_listen: Option<SocketAddr>,
+    cluster_credential_file: Option<PathBuf>,
 }
 
 fn roles_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Roles>, D::Error> {
@@ -180,6 +185,7 @@ impl NodeArgs {
             log_dir_probe_interval_ms,
             num_replica_alter_log_dirs_threads,
             metrics_listen,
+            cluster_credential_file,
         );
     }
 }
@@ -242,6 +248,16 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
         ..Default::default()
     };
     data.log.segment_bytes = a.segment_bytes;
+    if !a.roles.quorum {
+        // A file that does not exist yet is waited for: nodes may be started all at once.
+        match &a.cluster_credential_file {
+            Some(_) => {}
+            None => bail!(
+                "a broker-only node needs --cluster-credential-file (the file {} in a quorum node's data dir)",
+                metastore::credential::CREDENTIAL_FILE
+            ),
+        }
+    }
     let node = cluster_node::start(NodeOptions {
         id,
         data_dir,
@@ -272,6 +288,7 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
             rebalance_interval: std::time::Duration::from_millis(a.leader_imbalance_check_interval_ms.max(100)),
         },
         metrics_listen: a.metrics_listen,
+        credential_file: a.cluster_credential_file,
     })
     .await?;
     let stop = crate::shutdown_signal();

@@ -37,12 +37,32 @@ struct Args {
     /// Do not wait for the moves to complete: cancel-all rolls back the submitted moves.
     #[arg(long)]
     no_complete: bool,
+    /// The cluster credential file (a quorum node's `cluster-credential`): registering fake
+    /// brokers writes the cluster's own keys.
+    #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
+    cluster_credential_file: Option<std::path::PathBuf>,
+}
+
+/// A metastore client that carries the credential when one is given.
+fn trusted_client(endpoints: &[String], credential: Option<&std::path::Path>) -> anyhow::Result<metastore::Client> {
+    let m = metastore::Client::new(endpoints)?;
+    if let Some(path) = credential {
+        // A cluster that just formed writes the file a moment later.
+        for _ in 0..300 {
+            if path.exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        m.set_credential_file(path)?;
+    }
+    Ok(m)
 }
 
 /// Puts registrations for brokers that do not run, so that topics and moves can name them.
-async fn register_fake(endpoints: &[String], ids: &[i32]) -> anyhow::Result<()> {
+async fn register_fake(endpoints: &[String], ids: &[i32], credential: Option<&std::path::Path>) -> anyhow::Result<()> {
     use prost::Message;
-    let m = metastore::Client::new(endpoints)?;
+    let m = trusted_client(endpoints, credential)?;
     for id in ids {
         let reg = BrokerRegistration {
             id: *id,
@@ -54,8 +74,12 @@ async fn register_fake(endpoints: &[String], ids: &[i32]) -> anyhow::Result<()> 
     Ok(())
 }
 
-async fn unregister_fake(endpoints: &[String], ids: &[i32]) -> anyhow::Result<()> {
-    let m = metastore::Client::new(endpoints)?;
+async fn unregister_fake(
+    endpoints: &[String],
+    ids: &[i32],
+    credential: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let m = trusted_client(endpoints, credential)?;
     for id in ids {
         m.delete(&proto::keys::broker(*id)).await?;
     }
@@ -158,7 +182,7 @@ async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
-    register_fake(&endpoints, &a.fake_brokers).await?;
+    register_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
     println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib");
     for n in a.partitions {
         let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
@@ -251,6 +275,6 @@ async fn main() -> anyhow::Result<()> {
         })
         .await?;
     }
-    unregister_fake(&endpoints, &a.fake_brokers).await?;
+    unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
     Ok(())
 }

@@ -1,0 +1,180 @@
+//! The cluster credential: the keys the cluster writes itself (`/brokers`, `/admin`, `/config`,
+//! `/controller`, `/cluster`) are refused to the generic KV API unless a request carries the
+//! credential, or comes from the node's own process. The first leader of a cluster creates the
+//! credential and stores it under [`CREDENTIAL_KEY`], which only a credentialed caller can read;
+//! every quorum node learns it by replication and writes it to a file in its data dir for its
+//! operators and broker-only nodes. A first step towards authentication and ACLs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::{Request, Status};
+
+use crate::proposer::Proposer;
+use crate::state_machine::SmShared;
+use crate::types::{Check, Command, CommandKind, Guard, NodeId, Op, Raft, Txn};
+
+/// Where the credential is stored.
+pub const CREDENTIAL_KEY: &str = "/cluster/credential";
+/// The request metadata key that carries the credential.
+pub const CREDENTIAL_HEADER: &str = "x-ferry-credential";
+/// The file in a quorum node's data dir that holds the credential.
+pub const CREDENTIAL_FILE: &str = "cluster-credential";
+/// The prefixes the cluster writes itself.
+pub const INTERNAL_PREFIXES: [&str; 5] = ["/brokers", "/admin", "/config", "/controller", "/cluster"];
+
+/// Marks a request made by the node's own process (a request extension: it cannot come from
+/// the network).
+#[derive(Debug, Clone, Copy)]
+pub struct Trusted;
+
+/// The internal prefix that holds `key`, if any.
+pub fn internal_prefix_of(key: &str) -> Option<&'static str> {
+    INTERNAL_PREFIXES
+        .into_iter()
+        .find(|p| key == *p || key.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
+}
+
+/// The internal prefix that a delete-prefix of `prefix` would reach into, if any.
+pub fn prefix_reaches_internal(prefix: &str) -> Option<&'static str> {
+    internal_prefix_of(prefix).or_else(|| INTERNAL_PREFIXES.into_iter().find(|p| p.starts_with(prefix)))
+}
+
+/// A fresh credential: 256 random bits, hex.
+pub fn new_token() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// The credential stored in `sm`, once the cluster has one.
+pub fn stored(sm: &SmShared) -> Option<String> {
+    let g = sm.inner.read();
+    let e = g.state.kv.get(CREDENTIAL_KEY)?;
+    String::from_utf8(e.value.to_vec()).ok()
+}
+
+/// Compares without an early exit, so that timing does not tell how much of a guess matched.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `req` may touch internal keys: it comes from this process, or it carries the
+/// credential the cluster stores.
+pub fn authorized<T>(req: &Request<T>, sm: &SmShared) -> bool {
+    if req.extensions().get::<Trusted>().is_some() {
+        return true;
+    }
+    let Some(given) = req.metadata().get(CREDENTIAL_HEADER) else {
+        return false;
+    };
+    stored(sm).is_some_and(|s| same(s.as_bytes(), given.as_bytes()))
+}
+
+/// The refusal of a request that touches an internal prefix without the credential.
+pub fn denied(field: &str, prefix: &str) -> Status {
+    Status::permission_denied(format!(
+        "{field}: {prefix} is written by the cluster itself; give the cluster credential \
+         (--cluster-credential-file) to change it"
+    ))
+}
+
+/// The first internal key a transaction's operations write, with the field that names it.
+pub fn first_internal_op(txn: &Txn) -> Option<(String, &'static str)> {
+    txn.ops.iter().enumerate().find_map(|(i, op)| match op {
+        Op::Put { key, .. } => internal_prefix_of(key).map(|p| (format!("ops[{i}].put.key"), p)),
+        Op::Delete { key } => internal_prefix_of(key).map(|p| (format!("ops[{i}].delete.key"), p)),
+        Op::DeletePrefix { prefix } => {
+            prefix_reaches_internal(prefix).map(|p| (format!("ops[{i}].delete_prefix.prefix"), p))
+        }
+    })
+}
+
+/// The first guard on the credential itself (a value guard would let a caller test guesses).
+pub fn first_credential_guard(txn: &Txn) -> Option<String> {
+    txn.guards
+        .iter()
+        .position(|g| g.key == CREDENTIAL_KEY)
+        .map(|i| format!("guards[{i}].key"))
+}
+
+/// How often the leader looks whether the cluster has a credential yet.
+const ENSURE_TICK: Duration = Duration::from_millis(50);
+
+/// Starts the task by which a leader creates the credential when the cluster has none (a new
+/// cluster, or one formed by a build from before credentials).
+pub fn start_ensure(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>) {
+    tokio::spawn(async move {
+        let mut metrics = raft.metrics();
+        loop {
+            if stored(&sm).is_some() {
+                return;
+            }
+            let leads = metrics.borrow_and_update().current_leader == Some(id);
+            if leads {
+                // Guarded by absence: two leaders in turn cannot both create one.
+                let cmd = Command {
+                    request_id: None,
+                    kind: CommandKind::Txn(Txn {
+                        guards: vec![Guard {
+                            key: CREDENTIAL_KEY.into(),
+                            check: Check::Absent,
+                        }],
+                        ops: vec![Op::Put {
+                            key: CREDENTIAL_KEY.into(),
+                            value: new_token().into(),
+                            lease: 0,
+                        }],
+                    }),
+                };
+                if let Err(e) = proposer.propose(cmd).await {
+                    tracing::debug!(error = %e, "creating the cluster credential; will retry");
+                }
+            }
+            let _ = tokio::time::timeout(ENSURE_TICK, metrics.changed()).await;
+        }
+    });
+}
+
+/// Waits until the cluster has a credential and returns it.
+pub async fn wait(sm: &SmShared) -> String {
+    let mut applied = sm.applied.subscribe();
+    loop {
+        if let Some(c) = stored(sm) {
+            return c;
+        }
+        // Either a new entry applied or the sender went away (then poll slowly).
+        if applied.changed().await.is_err() {
+            tokio::time::sleep(ENSURE_TICK).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_keys_are_those_under_the_cluster_prefixes() {
+        assert_eq!(internal_prefix_of("/brokers/ids/1"), Some("/brokers"));
+        assert_eq!(internal_prefix_of("/controller"), Some("/controller"));
+        assert_eq!(internal_prefix_of("/cluster/credential"), Some("/cluster"));
+        assert_eq!(internal_prefix_of("/brokersx/1"), None);
+        assert_eq!(internal_prefix_of("/controller_epoch"), None);
+        assert_eq!(internal_prefix_of("/hello"), None);
+    }
+
+    #[test]
+    fn a_prefix_reaches_internal_keys_from_above_and_below() {
+        assert_eq!(prefix_reaches_internal("/"), Some("/brokers"));
+        assert_eq!(prefix_reaches_internal("/ad"), Some("/admin"));
+        assert_eq!(prefix_reaches_internal("/config/topics/"), Some("/config"));
+        assert_eq!(prefix_reaches_internal("/tmp/"), None);
+        assert_eq!(prefix_reaches_internal("/brokersx"), None);
+    }
+
+    #[test]
+    fn comparison_needs_every_byte() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd"));
+        assert!(!same(b"abc", b"ab"));
+    }
+}

@@ -1,0 +1,123 @@
+//! The keys the cluster writes itself are refused to the generic KV API without the cluster
+//! credential, and the credential itself cannot be read without it.
+
+use metastore::ClientError;
+use proto::metastore as pb;
+use tests::{run_ferry, wait_for_file, Cluster};
+
+fn permission_denied(e: &ClientError, what: &str) {
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+    assert!(e.to_string().contains(what), "{e} should name {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_prefixes_need_the_cluster_credential() {
+    let c = Cluster::start(3).await;
+    c.wait_leader().await;
+    let trusted = c.trusted_client().await;
+    let plain = c.client();
+
+    for key in [
+        "/brokers/ids/1",
+        "/admin/reassign_cancel",
+        "/config/brokers/1",
+        "/controller",
+        "/cluster/id",
+    ] {
+        let e = plain.put(key, "garbage").await.expect_err(key);
+        permission_denied(&e, key.split('/').nth(1).unwrap());
+        let e = plain.delete(key).await.expect_err(key);
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+    }
+    let e = plain
+        .delete_prefix("/")
+        .await
+        .expect_err("a prefix above the cluster's keys");
+    permission_denied(&e, "/brokers");
+    let txn = pb::TxnRequest {
+        guards: vec![],
+        ops: vec![
+            pb::Op {
+                op: Some(pb::op::Op::Put(pb::PutOp {
+                    key: "/mine".into(),
+                    value: "ok".into(),
+                    lease: 0,
+                })),
+            },
+            pb::Op {
+                op: Some(pb::op::Op::Delete(pb::DeleteOp {
+                    key: "/admin/reassignments/t/0".into(),
+                })),
+            },
+        ],
+        request_id: String::new(),
+    };
+    let e = plain.txn(txn.clone()).await.expect_err("an op on /admin");
+    permission_denied(&e, "ops[1].delete.key");
+    // Nothing of a refused transaction is written.
+    assert!(plain.get("/mine").await.unwrap().is_none());
+
+    // The credential is neither readable nor listed without itself.
+    let e = plain
+        .get(metastore::credential::CREDENTIAL_KEY)
+        .await
+        .expect_err("the credential");
+    permission_denied(&e, "/cluster/credential");
+    let listed = plain.range("/cluster/", 0).await.unwrap();
+    assert!(listed
+        .kvs
+        .iter()
+        .all(|kv| kv.key != metastore::credential::CREDENTIAL_KEY));
+    // A watch from the first revision sees the cluster's later changes there, but not the
+    // credential's creation.
+    let mut watch = plain.watch("/cluster/", 1);
+    trusted.put("/cluster/probe", "1").await.unwrap();
+    loop {
+        let msg = watch.recv().await.expect("the watch goes on").expect("no watch error");
+        let keys: Vec<&str> = msg
+            .events
+            .iter()
+            .filter_map(|e| e.kv.as_ref())
+            .map(|kv| kv.key.as_str())
+            .collect();
+        assert!(!keys.contains(&metastore::credential::CREDENTIAL_KEY), "{keys:?}");
+        if keys.contains(&"/cluster/probe") {
+            break;
+        }
+    }
+
+    // Other keys stay open, and a credentialed client may write the cluster's keys.
+    plain.put("/hello", "world").await.unwrap();
+    trusted.txn(txn).await.expect("a credentialed transaction");
+    trusted.put("/brokers/ids/9", "repaired").await.unwrap();
+    let cred = trusted
+        .get(metastore::credential::CREDENTIAL_KEY)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(cred.value.len() >= 32);
+
+    // The CLI: refused without the credential file, accepted with it.
+    let bs = c.addrs.join(",");
+    let (code, _, err) = tokio::task::block_in_place(|| {
+        run_ferry(&["kv", "put", "/brokers/ids/1", "garbage", "--bootstrap-server", &bs])
+    });
+    assert_ne!(code, 0);
+    assert!(err.contains("/brokers is written by the cluster itself"), "{err}");
+    let file = c.credential_file();
+    let (code, out, err) = tokio::task::block_in_place(|| {
+        wait_for_file(&file);
+        run_ferry(&[
+            "kv",
+            "put",
+            "/brokers/ids/9",
+            "again",
+            "--bootstrap-server",
+            &bs,
+            "--cluster-credential-file",
+            &file,
+        ])
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    c.shutdown().await;
+}
