@@ -141,6 +141,12 @@ impl LogStore {
         let meta = db.open_tree("raft_meta")?;
         upgrade_format_1(&db, &logs)?;
         remove_broken_tail(&db, &logs)?;
+        // Entries a purge recorded but had not removed yet when the node stopped.
+        if let Some(v) = meta.get(KEY_LAST_PURGED)? {
+            if let Ok(purged) = codec::decode_stored::<LogId>(&v) {
+                remove_up_to(&logs, piece_key(purged.index, u32::MAX))?;
+            }
+        }
         let (flush_tx, flush_rx) = std::sync::mpsc::channel();
         let flusher_db = db.clone();
         std::thread::Builder::new()
@@ -187,6 +193,20 @@ impl LogStore {
             .collect::<Result<_, _>>()
             .map_err(write_err)?;
         remove_keys(&self.logs, keys).map_err(write_err)
+    }
+}
+
+/// Keys removed per batch when purging: small, so that appends never wait long on one.
+const PURGE_BATCH: usize = 512;
+
+/// Removes every piece up to `upto`, a small batch at a time.
+fn remove_up_to(logs: &sled::Tree, upto: [u8; 12]) -> Result<(), sled::Error> {
+    loop {
+        let keys: Vec<sled::IVec> = logs.range(..=upto).keys().take(PURGE_BATCH).collect::<Result<_, _>>()?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        remove_keys(logs, keys)?;
     }
 }
 
@@ -333,6 +353,12 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(i) => i.saturating_add(1),
             Bound::Unbounded => 0,
         };
+        // Entries up to the purge point may still be there, partly removed, until the
+        // background removal reaches them: they are never read.
+        let start = match self.last_purged()? {
+            Some(p) => start.max(p.index.saturating_add(1)),
+            None => start,
+        };
         let iter = match range.end_bound() {
             Bound::Included(i) => self.logs.range(piece_key(start, 0)..=piece_key(*i, u32::MAX)),
             Bound::Excluded(i) => self.logs.range(piece_key(start, 0)..piece_key(*i, 0)),
@@ -362,7 +388,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
         let last_index = self.logs.last().map_err(read_err)?.and_then(|(k, _)| key_index(&k));
-        let last_log_id = match last_index {
+        let purged_index = last_purged_log_id.map(|l| l.index);
+        let last_log_id = match last_index.filter(|i| Some(*i) > purged_index) {
             Some(i) => self.try_get_log_entries(i..=i).await?.pop().map(|e| e.log_id),
             None => last_purged_log_id,
         };
@@ -427,13 +454,22 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        // Record the purge point first, so a crash between the two steps leaves a consistent state.
+        // openraft calls this on its core task after each snapshot, with tens of thousands of
+        // entries to drop: removing them there, with two flushes, stalled heartbeats and
+        // appends for up to seconds. Only the purge point is recorded here; the entries go in
+        // the background in small batches, and both become durable with later flushes. Any
+        // order of crash is consistent: entries below a purge point are never read, and open
+        // removes those left behind.
         self.meta
             .insert(KEY_LAST_PURGED, codec::encode(&log_id))
             .map_err(write_err)?;
-        self.flush().await.map_err(write_err)?;
-        self.remove_range(..=piece_key(log_id.index, u32::MAX))?;
-        self.flush().await.map_err(write_err)?;
+        let logs = self.logs.clone();
+        let upto = piece_key(log_id.index, u32::MAX);
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = remove_up_to(&logs, upto) {
+                tracing::warn!(error = %e, "removing purged log entries; open retries");
+            }
+        });
         Ok(())
     }
 }

@@ -51,6 +51,8 @@ fn write_failed(e: &ProposeError) -> Status {
 }
 /// How long a request waits for a leader to be elected.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
+/// Operations and guards past which a transaction is checked on a blocking thread.
+const BIG_TXN_ITEMS: usize = 10_000;
 /// Chunks of one staged transaction proposed at once.
 const STAGE_PARALLEL: usize = 4;
 
@@ -429,6 +431,37 @@ fn to_pb(key: &str, e: &KvEntry) -> pb::KeyValue {
     }
 }
 
+/// The keys of a range request, and whether more match past its limit.
+fn collect_range(kv: &im::OrdMap<String, KvEntry>, r: &pb::RangeRequest, trusted: bool) -> (Vec<pb::KeyValue>, bool) {
+    let limit = if r.limit == 0 { usize::MAX } else { r.limit as usize };
+    let start = if r.start_after.is_empty() || r.start_after < r.prefix {
+        r.prefix.clone()
+    } else {
+        r.start_after.clone()
+    };
+    let mut kvs = Vec::new();
+    for (k, e) in kv.range(start..) {
+        if !k.starts_with(&r.prefix) {
+            break;
+        }
+        if !r.start_after.is_empty() && *k <= r.start_after {
+            continue;
+        }
+        if k == credential::CREDENTIAL_KEY && !trusted {
+            continue;
+        }
+        if kvs.len() == limit {
+            return (kvs, true);
+        }
+        let mut kv = to_pb(k, e);
+        if r.keys_only {
+            kv.value = Default::default();
+        }
+        kvs.push(kv);
+    }
+    (kvs, false)
+}
+
 fn event_to_pb(ev: &Event) -> pb::WatchEvent {
     match &ev.entry {
         Some(e) => pb::WatchEvent {
@@ -494,37 +527,13 @@ impl Metastore for MetastoreService {
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let limit = if r.limit == 0 { usize::MAX } else { r.limit as usize };
-        let start = if r.start_after.is_empty() || r.start_after < r.prefix {
-            r.prefix.clone()
-        } else {
-            r.start_after.clone()
-        };
-        let mut kvs = Vec::new();
-        let mut more = false;
-        {
-            let g = self.core.sm.inner.read();
-            for (k, e) in g.state.kv.range(start..) {
-                if !k.starts_with(&r.prefix) {
-                    break;
-                }
-                if !r.start_after.is_empty() && *k <= r.start_after {
-                    continue;
-                }
-                if k == credential::CREDENTIAL_KEY && !trusted {
-                    continue;
-                }
-                if kvs.len() == limit {
-                    more = true;
-                    break;
-                }
-                let mut kv = to_pb(k, e);
-                if r.keys_only {
-                    kv.value = Default::default();
-                }
-                kvs.push(kv);
-            }
-        }
+        // A snapshot of the map (an O(1) clone) is walked off the runtime's threads and outside
+        // the state machine's lock: a range over a million partitions takes seconds, which
+        // would otherwise hold up Raft's tasks on this thread and every apply.
+        let kv = self.core.sm.inner.read().state.kv.clone();
+        let (kvs, more) = tokio::task::spawn_blocking(move || collect_range(&kv, &r, trusted))
+            .await
+            .map_err(|e| Status::internal(format!("range: {e}")))?;
         Ok(Response::new(pb::RangeResponse {
             header: Some(self.core.header()),
             kvs,
@@ -579,15 +588,27 @@ impl Metastore for MetastoreService {
         let trusted = credential::authorized(&req, &self.core.sm);
         let mut r = req.into_inner();
         let rid = validate::request_id(&std::mem::take(&mut r.request_id), &self.core.limits)?;
-        let txn = validate::txn(r, &self.core.limits)?;
-        if !trusted {
-            if let Some((field, p)) = credential::first_internal_op(&txn) {
-                return Err(credential::denied(&field, p));
+        let limits = self.core.limits.clone();
+        let check = move |r: pb::TxnRequest| -> Result<Txn, Status> {
+            let txn = validate::txn(r, &limits)?;
+            if !trusted {
+                if let Some((field, p)) = credential::first_internal_op(&txn) {
+                    return Err(credential::denied(&field, p));
+                }
+                if let Some(field) = credential::first_credential_guard(&txn) {
+                    return Err(credential::denied(&field, credential::CREDENTIAL_KEY));
+                }
             }
-            if let Some(field) = credential::first_credential_guard(&txn) {
-                return Err(credential::denied(&field, credential::CREDENTIAL_KEY));
-            }
-        }
+            Ok(txn)
+        };
+        // A million-partition request is checked and converted off the runtime's threads.
+        let txn = if r.ops.len() + r.guards.len() > BIG_TXN_ITEMS {
+            tokio::task::spawn_blocking(move || check(r))
+                .await
+                .map_err(|e| Status::internal(format!("txn: {e}")))??
+        } else {
+            check(r)?
+        };
         match self.core.write_txn(rid, txn).await? {
             CommandResult::Txn {
                 revision,
