@@ -762,6 +762,7 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
             "MB/s"
         );
     }
+    let term_at_start = raft_term(&backend, endpoints).await;
     for &w in &args.workload {
         if w == Workload::Bigvalue {
             let (n, took) = bigvalue::<B>(args, endpoints).await?;
@@ -806,5 +807,28 @@ async fn run_all<B: Backend>(args: &Args, endpoints: &[String]) -> anyhow::Resul
             }
         }
     }
+    // A term that moved means elections happened during the runs, with no fault injected.
+    if let (Some(start), Some(end)) = (term_at_start, raft_term(&backend, endpoints).await) {
+        if !args.json {
+            println!("{backend:<8} raft term: {start} at start, {end} at end");
+        }
+        println!("{{\"backend\":\"{backend}\",\"raft_term_start\":{start},\"raft_term_end\":{end}}}");
+    }
     Ok(())
+}
+
+/// The highest Raft term any Ferry node reports (none for other backends).
+async fn raft_term(backend: &str, endpoints: &[String]) -> Option<u64> {
+    if backend != "ferry" {
+        return None;
+    }
+    let client = Client::new(endpoints).ok()?;
+    let mut term = None;
+    for i in 0..endpoints.len() {
+        if let Ok(s) = client.status_of(i).await {
+            let t = s.header.map_or(0, |h| h.raft_term);
+            term = Some(term.map_or(t, |m: u64| m.max(t)));
+        }
+    }
+    term
 }
