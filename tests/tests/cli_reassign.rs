@@ -166,4 +166,19 @@ async fn reassign_prints_kafkas_lines() {
         assert!(format!("{out}{err}").contains(needle), "{body}: {out}{err}");
     }
     assert_eq!(tests::reassign::snapshot(&f.meta).await, before);
+
+    // A partition the cluster does not have, beside one it has: the error alone, naming it, as
+    // Kafka's tool prints it; no rollback file (it would say `"replicas":[]`) and nothing changed.
+    std::fs::write(
+        &file,
+        r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]},{"topic":"t","partition":7,"replicas":[2,3]},{"topic":"nope","partition":0,"replicas":[1]}]}"#,
+    )
+    .unwrap();
+    let (code, out, err) =
+        tokio::task::block_in_place(|| run(b(&["reassign", "--execute", "--reassignment-json-file", &file_s])));
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (1, "", "error: Unable to find partition: t-7, nope-0\n")
+    );
+    assert_eq!(tests::reassign::snapshot(&f.meta).await, before);
 }

@@ -1,7 +1,8 @@
-//! Runs the README walkthrough's commands exactly as written, against `ferry dev` started in a
-//! scratch directory, so that the README cannot drift from what the tools do.
+//! Runs the README walkthrough's commands exactly as written, the way the README tells a reader
+//! to (`ferry dev` running in the same folder, `ferry` installed on the PATH), so that the README
+//! cannot drift from what the tools do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,9 +19,14 @@ impl Drop for Dev {
     }
 }
 
+/// The README's text.
+fn readme() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap()
+}
+
 /// The commands between the README's walkthrough markers.
 fn walkthrough() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let readme = readme();
     let block = readme
         .split("<!-- walkthrough:start -->")
         .nth(1)
@@ -34,9 +40,19 @@ fn walkthrough() -> Vec<String> {
         .collect()
 }
 
-fn sh(dir: &Path, command: &str) -> (bool, String) {
-    let bin_dir = ferry_bin().parent().unwrap().to_path_buf();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+/// A folder holding only `ferry`, as `cargo install --path tools` leaves it in `~/.cargo/bin`,
+/// so the commands find `ferry` the way the README tells a reader to set it up and nothing else
+/// from the build.
+fn installed_bin_dir(scratch: &Path) -> PathBuf {
+    let bin = scratch.join("installed-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(ferry_bin(), bin.join("ferry")).unwrap();
+    bin
+}
+
+/// Runs one command through `sh` in `dir`, with `bin` first on the PATH.
+fn sh(dir: &Path, bin: &Path, command: &str) -> (bool, String) {
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let out = Command::new("sh")
         .args(["-c", command])
         .current_dir(dir)
@@ -55,6 +71,12 @@ fn sh(dir: &Path, command: &str) -> (bool, String) {
 async fn the_readme_walkthrough_works_as_written() {
     let commands = walkthrough();
     assert!(commands.len() >= 10, "{commands:?}");
+    assert!(
+        readme().contains("cargo install --path tools --locked"),
+        "the README tells the reader how to put `ferry` on the PATH"
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = installed_bin_dir(scratch.path());
     let dir = tempfile::tempdir().unwrap();
     let _dev = Dev(Command::new(ferry_bin())
         .arg("dev")
@@ -73,8 +95,9 @@ async fn the_readme_walkthrough_works_as_written() {
     let mut outputs = Vec::new();
     for command in &commands {
         let d = dir.path().to_path_buf();
+        let b = bin.clone();
         let cmd = command.clone();
-        let (ok, out) = tokio::task::spawn_blocking(move || sh(&d, &cmd)).await.unwrap();
+        let (ok, out) = tokio::task::spawn_blocking(move || sh(&d, &b, &cmd)).await.unwrap();
         assert!(ok, "`{command}` failed:\n{out}");
         outputs.push((command.clone(), out));
     }

@@ -197,6 +197,9 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     println!("  ferry kv get /hello --bootstrap-server {first}");
     println!("  ferry kv watch / --bootstrap-server {first}");
     println!("  ferry metastore members list --bootstrap-server {first}");
+    println!(
+        "(`ferry` not on the PATH? `cargo install --path tools --locked`, or `cargo run --bin ferry --` in its place.)"
+    );
     println!("Stop with Ctrl-C; a second start reuses the data.");
     stop.await;
     println!("stopping...");

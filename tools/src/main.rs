@@ -11,6 +11,7 @@ mod metrics_http;
 mod migrate_zk;
 mod node_cmd;
 mod reassign;
+mod reassign_file;
 mod reassign_progress;
 mod throttles;
 mod topics;

@@ -7,8 +7,10 @@ use anyhow::bail;
 use broker::ClusterClient;
 use clap::{ArgGroup, Args};
 use proto::ferry::*;
-use serde::{Deserialize, Serialize};
 
+use crate::reassign_file::{
+    assignment_json, parse_file, read_text, rollback_or_missing, FileEntry, ReassignmentFile, TopicsFile,
+};
 use crate::{Bootstrap, ExitCode};
 
 /// Flags of `ferry reassign`.
@@ -72,134 +74,11 @@ pub struct ReassignArgs {
     replica_alter_log_dirs_throttle: Option<i64>,
 }
 
-/// One partition of a reassignment file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileEntry {
-    /// Topic.
-    pub topic: String,
-    /// Partition.
-    pub partition: u32,
-    /// Target replicas.
-    pub replicas: Vec<i32>,
-    /// Per replica, `"any"` or an absolute path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_dirs: Option<Vec<String>>,
-    /// The cancellation proposal's original replicas; accepted and ignored on input.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub original_replicas: Option<Vec<i32>>,
-}
-
-/// Kafka's reassignment file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReassignmentFile {
-    /// Always 1.
-    pub version: i32,
-    /// The partitions.
-    pub partitions: Vec<FileEntry>,
-}
-
-/// Kafka's topics-to-move file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicsFile {
-    /// Always 1.
-    pub version: i32,
-    /// The topics.
-    pub topics: Vec<TopicName>,
-}
-
-/// One topic of a topics-to-move file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicName {
-    /// The topic.
-    pub topic: String,
-}
-
-/// Files larger than this are refused before parsing.
-const MAX_FILE_BYTES: u64 = 64 << 20;
-
-/// Parses and checks a reassignment file; errors name the line or the partition.
-pub fn parse_file(text: &str) -> anyhow::Result<ReassignmentFile> {
-    let f: ReassignmentFile = serde_json::from_str(text).map_err(|e| anyhow::anyhow!("reassignment file: {e}"))?;
-    if f.version != 1 {
-        bail!("reassignment file: unknown version {}; only 1 is supported", f.version);
-    }
-    let mut seen = BTreeSet::new();
-    for e in &f.partitions {
-        let name = format!("{}-{}", e.topic, e.partition);
-        if !seen.insert((e.topic.clone(), e.partition)) {
-            bail!("reassignment file: partition {name} appears twice");
-        }
-        if e.replicas.is_empty() {
-            bail!("reassignment file: partition {name}: empty replica list");
-        }
-        if let Some(b) = e.replicas.iter().find(|b| **b < 0) {
-            bail!("reassignment file: partition {name}: broker id {b} is negative");
-        }
-        let mut brokers = BTreeSet::new();
-        if let Some(b) = e.replicas.iter().find(|b| !brokers.insert(**b)) {
-            bail!("reassignment file: partition {name}: broker {b} appears twice");
-        }
-        if let Some(dirs) = &e.log_dirs {
-            if dirs.len() != e.replicas.len() {
-                bail!(
-                    "reassignment file: partition {name}: {} log_dirs for {} replicas",
-                    dirs.len(),
-                    e.replicas.len()
-                );
-            }
-            if let Some(d) = dirs
-                .iter()
-                .find(|d| d.as_str() != "any" && !std::path::Path::new(d).is_absolute())
-            {
-                bail!("reassignment file: partition {name}: log dir {d:?} is neither \"any\" nor an absolute path");
-            }
-        }
-    }
-    Ok(f)
-}
-
-fn read_text(path: Option<&std::path::PathBuf>, flag: &str) -> anyhow::Result<String> {
-    let Some(path) = path else {
-        bail!("{flag} is required for this action");
-    };
-    let len = std::fs::metadata(path)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-        .len();
-    if len > MAX_FILE_BYTES {
-        bail!(
-            "{}: {len} bytes is larger than the {MAX_FILE_BYTES} bytes accepted",
-            path.display()
-        );
-    }
-    Ok(std::fs::read_to_string(path)?)
-}
-
 fn read_file(a: &ReassignArgs) -> anyhow::Result<ReassignmentFile> {
     parse_file(&read_text(
         a.reassignment_json_file.as_ref(),
         "--reassignment-json-file",
     )?)
-}
-
-fn assignment_json(entries: &[(String, u32, Vec<i32>)]) -> anyhow::Result<String> {
-    let f = ReassignmentFile {
-        version: 1,
-        partitions: entries
-            .iter()
-            .map(|(topic, partition, replicas)| FileEntry {
-                topic: topic.clone(),
-                partition: *partition,
-                replicas: replicas.clone(),
-                log_dirs: Some(vec!["any".into(); replicas.len()]),
-                original_replicas: None,
-            })
-            .collect(),
-    };
-    Ok(serde_json::to_string(&f)?)
 }
 
 /// `--generate`: the current assignment of the topics and a proposal that keeps what it can.
@@ -276,7 +155,8 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-async fn current(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<Vec<(FileEntry, Vec<i32>)>> {
+/// Each file entry's current replicas, `None` for a partition the cluster does not have.
+async fn current(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<Vec<(FileEntry, Option<Vec<i32>>)>> {
     let topics: BTreeSet<String> = f.partitions.iter().map(|e| e.topic.clone()).collect();
     let req = DescribeTopicsRequest {
         topics: topics.into_iter().collect(),
@@ -296,8 +176,7 @@ async fn current(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Result<Vec<
                 .find(|t| t.topic == e.topic)
                 .and_then(|t| t.partitions.iter().find(|p| p.partition == e.partition))
                 .and_then(|p| p.state.as_ref())
-                .map(|s| s.replicas.clone())
-                .unwrap_or_default();
+                .map(|s| s.replicas.clone());
             (e.clone(), replicas)
         })
         .collect())
@@ -396,18 +275,15 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
     }
     let f = read_file(&a)?;
     if a.execute {
-        let cur = current(&c, &f).await?;
-        let rollback: Vec<(String, u32, Vec<i32>)> = cur
-            .iter()
-            .map(|(e, r)| (e.topic.clone(), e.partition, r.clone()))
-            .collect();
-        println!("Current partition replica assignment\n");
-        println!("{}\n", assignment_json(&rollback)?);
-        println!("Save this to use as the --reassignment-json-file option during rollback");
+        // As Kafka's tool does, everything checked here fails before the rollback file is printed.
         if !a.additional && !running(&c).await?.reassignments.is_empty() {
             println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
             return Err(ExitCode(1).into());
         }
+        let rollback = rollback_or_missing(&current(&c, &f).await?).map_err(anyhow::Error::msg)?;
+        println!("Current partition replica assignment\n");
+        println!("{}\n", assignment_json(&rollback)?);
+        println!("Save this to use as the --reassignment-json-file option during rollback");
         // The dir-move throttle goes on first, so that no move starts unthrottled.
         set_dir_move_throttle(&c, &f, a.replica_alter_log_dirs_throttle).await?;
         let req = AlterPartitionReassignmentsRequest {
@@ -461,6 +337,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
     if a.verify {
         println!("Status of partition reassignment:");
         for (e, replicas) in current(&c, &f).await? {
+            let replicas = replicas.unwrap_or_default();
             let name = format!("{}-{}", e.topic, e.partition);
             if moving.contains(&(e.topic.clone(), e.partition)) {
                 println!("Reassignment of partition {name} is still in progress.");
@@ -589,36 +466,4 @@ async fn verify_dir_moves(c: &ClusterClient, f: &ReassignmentFile) -> anyhow::Re
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn files_are_checked_with_the_partition_or_line_named() {
-        let ok =
-            r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}"#;
-        assert_eq!(parse_file(ok).unwrap().partitions[0].replicas, vec![1, 2]);
-        let err = |s: &str| parse_file(s).unwrap_err().to_string();
-        assert!(err(r#"{"version":1,"partitions":[{"topic":"t","#).contains("line 1"));
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":"x","replicas":[1]}]}"#)
-                .contains("invalid type")
-        );
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","replicas":[1]}]}"#).contains("missing field `partition`")
-        );
-        assert!(err(r#"{"version":2,"partitions":[]}"#).contains("unknown version 2"));
-        let dup = r#"{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]},{"topic":"t","partition":0,"replicas":[2]}]}"#;
-        assert!(err(dup).contains("t-0 appears twice"));
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[-1]}]}"#)
-                .contains("t-1: broker id -1 is negative")
-        );
-        assert!(
-            err(r#"{"version":1,"partitions":[{"topic":"t","partition":1,"replicas":[1],"log_dirs":[]}]}"#)
-                .contains("0 log_dirs for 1 replicas")
-        );
-    }
 }

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use broker::ClusterClient;
-use controller::reassign_progress::{eta_ms, totals};
+use controller::reassign_progress::{copies_eta_ms, totals};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use proto::ferry::{ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse};
+use proto::ferry::{ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, OngoingReassignment};
 
 /// Partitions that get their own bar with `--watch`; the rest count in the total.
 const BARS: usize = 20;
@@ -53,6 +53,28 @@ async fn report(c: &ClusterClient) -> anyhow::Result<ListPartitionReassignmentsR
     .await?)
 }
 
+/// What a progress bar shows: bytes copied, bytes left and the ETA in ms (`copies_eta_ms`, the
+/// same rule for one partition and for the total).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BarState {
+    /// Bytes copied.
+    pub copied: u64,
+    /// Bytes left.
+    pub left: u64,
+    /// Milliseconds to go, -1 when unknown.
+    pub eta_ms: i64,
+}
+
+/// The bar of every copy in `entries`: one partition's, or the total.
+pub fn bar_state(entries: &[OngoingReassignment]) -> BarState {
+    let (copied, left, _) = totals(entries);
+    BarState {
+        copied,
+        left,
+        eta_ms: copies_eta_ms(entries.iter().flat_map(|e| &e.progress)),
+    }
+}
+
 /// The lines of one report.
 pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
     let mut out = Vec::new();
@@ -75,7 +97,7 @@ pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
         }
     }
     let (copied, left, rate) = totals(&l.reassignments);
-    let eta = eta_ms(left, rate);
+    let eta = bar_state(&l.reassignments).eta_ms;
     out.push(format!(
         "Total: {} partition{} moving, {} copied, {} left, {}/s, ETA {}",
         l.reassignments.len(),
@@ -86,6 +108,12 @@ pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
         human_eta(eta)
     ));
     out
+}
+
+fn show(bar: &ProgressBar, s: BarState) {
+    bar.set_length(s.copied + s.left);
+    bar.set_position(s.copied);
+    bar.set_message(human_eta(s.eta_ms));
 }
 
 /// Runs `--progress`, and with `watch` the live bars.
@@ -120,17 +148,9 @@ pub async fn run(c: &ClusterClient, watch: bool) -> anyhow::Result<()> {
             println!("All partition reassignments are complete.");
             return Ok(());
         }
-        let (copied, left, rate) = totals(&l.reassignments);
-        total.set_length(copied + left);
-        total.set_position(copied);
-        total.set_message(human_eta(eta_ms(left, rate)));
+        show(&total, bar_state(&l.reassignments));
         for e in l.reassignments.iter().take(BARS) {
             let name = format!("{}-{}", e.topic, e.partition);
-            let (copied, left) = e
-                .progress
-                .iter()
-                .fold((0, 0), |(c, l), p| (c + p.bytes_copied, l + p.bytes_left));
-            let eta = e.progress.iter().map(|p| p.eta_ms).max().unwrap_or(-1);
             let bar = match bars.iter().find(|(n, _)| *n == name) {
                 Some((_, b)) => b.clone(),
                 None => {
@@ -139,9 +159,7 @@ pub async fn run(c: &ClusterClient, watch: bool) -> anyhow::Result<()> {
                     b
                 }
             };
-            bar.set_length(copied + left);
-            bar.set_position(copied);
-            bar.set_message(human_eta(eta));
+            show(&bar, bar_state(std::slice::from_ref(e)));
         }
         // Partitions that finished leave the list: their bars end full.
         for (name, b) in &bars {
@@ -171,6 +189,42 @@ mod tests {
         assert_eq!(human_eta(-1), "unknown");
         assert_eq!(human_eta(65_000), "1m 05s");
         assert_eq!(human_eta(4_000), "4s");
+    }
+
+    #[test]
+    fn the_total_and_the_partition_bar_of_a_one_partition_move_agree() {
+        // Two adding replicas of one partition, at different rates.
+        let e = OngoingReassignment {
+            topic: "t".into(),
+            partition: 0,
+            adding: vec![4, 5],
+            progress: vec![
+                ReplicaProgress {
+                    broker: 4,
+                    bytes_left: 55_000_000,
+                    bytes_copied: 5_000_000,
+                    rate_bytes_per_sec: 1_000_000,
+                    ..Default::default()
+                },
+                ReplicaProgress {
+                    broker: 5,
+                    bytes_left: 56_000_000,
+                    bytes_copied: 4_000_000,
+                    rate_bytes_per_sec: 500_000,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let partition = bar_state(std::slice::from_ref(&e));
+        let l = ListPartitionReassignmentsResponse {
+            reassignments: vec![e],
+            cancel_in_progress: false,
+        };
+        assert_eq!(partition, bar_state(&l.reassignments));
+        // The slower replica decides: 56 MB at 0.5 MB/s.
+        assert_eq!(partition.eta_ms, 112_000);
+        assert!(lines(&l).last().unwrap().ends_with("ETA 1m 52s"), "{:?}", lines(&l));
     }
 
     #[test]
