@@ -100,14 +100,17 @@ pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::Client
             ..Default::default()
         })
         .await?;
-    let mut view = ClusterView::default();
-    view.apply_all(
-        true,
-        resp.kvs
-            .iter()
-            .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
-    );
-    Ok(view)
+    Ok(crate::off_runtime(move || {
+        let mut view = ClusterView::default();
+        view.apply_all(
+            true,
+            resp.kvs
+                .iter()
+                .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
+        );
+        view
+    })
+    .await)
 }
 
 /// Reads one partition and the broker registrations: the view an ISR change or a dir report

@@ -13,3 +13,15 @@ pub mod reassign_progress;
 pub mod reassignment;
 pub mod throttles;
 pub mod topic_name;
+
+/// Runs `f` on a blocking thread: decoding, planning and encoding a million-partition request
+/// takes seconds of CPU, which on a runtime thread would hold up the Raft tasks queued there
+/// (heartbeats missed, elections). A panic in `f` resumes here.
+pub(crate) async fn off_runtime<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Only a runtime that is shutting down cancels a blocking task.
+        Err(e) => panic!("blocking task cancelled: {e}"),
+    }
+}

@@ -32,21 +32,24 @@ pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64),
             ..Default::default()
         })
         .await?;
-    let mut out = BTreeMap::new();
-    let mut marker = 0;
-    for kv in resp.kvs {
-        if kv.key == keys::REASSIGN_CANCEL {
-            marker = kv.mod_revision;
-            continue;
+    Ok(crate::off_runtime(move || {
+        let mut out = BTreeMap::new();
+        let mut marker = 0;
+        for kv in resp.kvs {
+            if kv.key == keys::REASSIGN_CANCEL {
+                marker = kv.mod_revision;
+                continue;
+            }
+            if let (Some((t, p)), Ok(r)) = (
+                keys::parse_reassignment_key(&kv.key),
+                ReassignmentRecord::decode(kv.value.as_ref()),
+            ) {
+                out.insert((t.to_string(), p), (r, kv.mod_revision));
+            }
         }
-        if let (Some((t, p)), Ok(r)) = (
-            keys::parse_reassignment_key(&kv.key),
-            ReassignmentRecord::decode(kv.value.as_ref()),
-        ) {
-            out.insert((t.to_string(), p), (r, kv.mod_revision));
-        }
-    }
-    Ok((out, marker))
+        (out, marker)
+    })
+    .await)
 }
 
 fn delete_op(key: String) -> pb::Op {
@@ -295,11 +298,17 @@ pub async fn alter(
     client: &Client,
     req: AlterPartitionReassignmentsRequest,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
+    let req = std::sync::Arc::new(req);
     for attempt in 0..ATTEMPTS {
         let mut timer = PhaseTimer::start();
         let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
         timer.read_done();
-        let plan = plan_alter(&req, &view, &moving, marker);
+        let planned = req.clone();
+        let (view, plan) = crate::off_runtime(move || {
+            let plan = plan_alter(&planned, &view, &moving, marker);
+            (view, plan)
+        })
+        .await;
         timer.plan_done();
         let (changes, results, submitted) = match plan {
             Plan::Refused(r) => return Ok(r),
@@ -394,30 +403,7 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
         let mut timer = PhaseTimer::start();
         let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
         timer.read_done();
-        let live = view.live_brokers();
-        let mut changes = Vec::new();
-        let mut cancelled = Vec::new();
-        let mut refused = Vec::new();
-        for ((topic, p), (record, rrev)) in &moving {
-            let Some(entry) = view.partition(topic, *p) else {
-                // The topic is gone; only the record is left.
-                changes.push(Change {
-                    guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
-                    ops: vec![delete_op(keys::reassignment(topic, *p))],
-                });
-                continue;
-            };
-            match reassignment::cancel(&entry.state, record, &live, unclean_allowed(&view, topic)) {
-                Ok(state) => {
-                    changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
-                    cancelled.push(TopicPartition {
-                        topic: topic.clone(),
-                        partition: *p,
-                    });
-                }
-                Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
-            }
-        }
+        let (changes, cancelled, refused) = crate::off_runtime(move || plan_cancel_all(&view, &moving)).await;
         let marker_op = put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default());
         let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
         ops.push(marker_op);
@@ -441,6 +427,35 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
         error_message: "the partitions kept changing while cancelling; retry".into(),
         cancelled: vec![],
     })
+}
+
+/// The changes that roll every move back: (changes, cancelled partitions, refusals).
+fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
+    let live = view.live_brokers();
+    let mut changes = Vec::new();
+    let mut cancelled = Vec::new();
+    let mut refused = Vec::new();
+    for ((topic, p), (record, rrev)) in moving {
+        let Some(entry) = view.partition(topic, *p) else {
+            // The topic is gone; only the record is left.
+            changes.push(Change {
+                guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
+                ops: vec![delete_op(keys::reassignment(topic, *p))],
+            });
+            continue;
+        };
+        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
+            Ok(state) => {
+                changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
+                cancelled.push(TopicPartition {
+                    topic: topic.clone(),
+                    partition: *p,
+                });
+            }
+            Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
+        }
+    }
+    (changes, cancelled, refused)
 }
 
 /// RemoveCancel.
