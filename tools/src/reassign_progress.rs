@@ -201,6 +201,7 @@ mod tests {
                 ..Default::default()
             }],
             cancel_in_progress: false,
+            ..Default::default()
         };
         assert_eq!(
             lines(&l),
