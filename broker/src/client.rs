@@ -151,6 +151,13 @@ impl ClusterClient {
                     self.follow_leader_hint(r.metadata());
                     return Ok(r.into_inner());
                 }
+                // A request over the node's size limit fails the same way everywhere: not retried.
+                Err(s) if s.code() == tonic::Code::OutOfRange => {
+                    return Err(kafka(
+                        ErrorCode::INVALID_REQUEST.0,
+                        format!("{} (socket.request.max.bytes)", s.message()),
+                    ));
+                }
                 Err(s) => {
                     last = s.message().to_string();
                     let failed = *self.next_admin.lock() % self.admin.len();

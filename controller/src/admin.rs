@@ -3,22 +3,19 @@
 //! guarded by the revisions it read, so concurrent admins and the active controller can never
 //! interleave half-changes. Everything is validated before anything is written.
 
-use std::collections::BTreeSet;
-
 use metastore::Client;
 use prost::Message;
-use proto::cluster_view::{ClusterView, PartitionEntry, TopicEntry};
+use proto::cluster_view::{ClusterView, PartitionEntry};
 use proto::errors::ErrorCode;
 use proto::ferry::admin_server::Admin;
 use proto::ferry::*;
+use proto::keys;
 use proto::metastore as pb;
-use proto::{keys, topic_config};
 use tonic::{Request, Response, Status};
 
-use crate::partition_change::{self, Election, IsrChange, NO_LEADER};
-use crate::placement::{self, BrokerSlot};
-use crate::topic_name::validate_topic_name;
-use crate::{configs, reassign_admin, reassign_progress, reassignment};
+use crate::limits::RequestLimits;
+use crate::partition_change::{self, Election, IsrChange};
+use crate::{configs, reassign_admin, reassign_progress, reassignment, topics_admin};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -27,16 +24,24 @@ pub struct AdminService {
     /// Connections to brokers, for reassignment progress.
     channels: metastore::peers::Peers,
     progress: std::sync::Arc<reassign_progress::ProgressSamples>,
+    limits: RequestLimits,
 }
 
 impl AdminService {
-    /// An admin service that reads and writes through `client`.
+    /// An admin service that reads and writes through `client`, with the default limits.
     pub fn new(client: Client) -> Self {
         Self {
             client,
             channels: Default::default(),
             progress: Default::default(),
+            limits: RequestLimits::default(),
         }
+    }
+
+    /// The same service under `limits`.
+    pub fn with_limits(mut self, limits: RequestLimits) -> Self {
+        self.limits = limits;
+        self
     }
 }
 
@@ -164,249 +169,6 @@ pub async fn write(client: &Client, guards: Vec<pb::Guard>, ops: Vec<pb::Op>) ->
     Ok(resp.succeeded)
 }
 
-fn slots(view: &ClusterView) -> Vec<BrokerSlot> {
-    view.brokers
-        .values()
-        .map(|b| BrokerSlot {
-            id: b.id,
-            rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
-        })
-        .collect()
-}
-
-/// A stable starting broker per topic, so that topics do not all lead on the same broker.
-fn start_for(topic: &str) -> u32 {
-    topic
-        .bytes()
-        .fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
-}
-
-fn new_partition(replicas: Vec<i32>, live: &BTreeSet<i32>) -> PartitionState {
-    let leader = replicas.iter().copied().find(|r| live.contains(r)).unwrap_or(NO_LEADER);
-    PartitionState {
-        log_dirs: vec![String::new(); replicas.len()],
-        isr: replicas.clone(),
-        replicas,
-        leader,
-        ..Default::default()
-    }
-}
-
-/// The replicas of a new topic: the explicit assignment, or placed over the live brokers.
-fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal> {
-    if let Err(e) = validate_topic_name(&t.topic) {
-        return refuse(ErrorCode::INVALID_TOPIC_EXCEPTION, e);
-    }
-    if view.topics.contains_key(&t.topic) {
-        return refuse(
-            ErrorCode::TOPIC_ALREADY_EXISTS,
-            format!("Topic '{}' already exists.", t.topic),
-        );
-    }
-    if let Err(e) = topic_config::validate(&t.config) {
-        return refuse(ErrorCode::INVALID_CONFIG, e);
-    }
-    if !t.assignment.is_empty() {
-        if t.partitions > 0 || t.replication_factor > 0 {
-            return refuse(
-                ErrorCode::INVALID_REQUEST,
-                "give either an assignment or partitions and replication factor, not both",
-            );
-        }
-        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
-        let known: BTreeSet<i32> = view.live_brokers();
-        if let Err(e) = placement::validate_assignment(&lists, &known, None) {
-            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, e);
-        }
-        return Ok(lists);
-    }
-    if t.partitions <= 0 {
-        return refuse(
-            ErrorCode::INVALID_PARTITIONS,
-            format!("Number of partitions must be larger than 0, got {}.", t.partitions),
-        );
-    }
-    if t.replication_factor <= 0 {
-        return refuse(
-            ErrorCode::INVALID_REPLICATION_FACTOR,
-            format!(
-                "Replication factor must be larger than 0, got {}.",
-                t.replication_factor
-            ),
-        );
-    }
-    let brokers = slots(view);
-    if t.replication_factor as usize > brokers.len() {
-        return refuse(
-            ErrorCode::INVALID_REPLICATION_FACTOR,
-            format!(
-                "Replication factor: {} larger than available brokers: {}.",
-                t.replication_factor,
-                brokers.len()
-            ),
-        );
-    }
-    placement::assign_replicas(
-        &brokers,
-        t.partitions as u32,
-        t.replication_factor as u32,
-        0,
-        start_for(&t.topic),
-    )
-    .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))
-}
-
-fn topic_result(topic: &str, r: Result<(), Refusal>) -> TopicResult {
-    match r {
-        Ok(()) => TopicResult {
-            topic: topic.to_string(),
-            ..Default::default()
-        },
-        Err(e) => TopicResult {
-            topic: topic.to_string(),
-            error_code: e.code.0,
-            error_message: e.message,
-        },
-    }
-}
-
-fn unknown_topic(topic: &str) -> Refusal {
-    Refusal {
-        code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-        message: format!("Topic '{topic}' does not exist."),
-    }
-}
-
-impl AdminService {
-    async fn create_one(&self, t: &NewTopic, validate_only: bool) -> Result<Result<(), Refusal>, Status> {
-        let view = load_view(&self.client).await.map_err(status)?;
-        let assignment = match plan_topic(t, &view) {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(e)),
-        };
-        if validate_only {
-            return Ok(Ok(()));
-        }
-        let live = view.live_brokers();
-        let record = TopicRecord {
-            topic_id: uuid::Uuid::new_v4().to_string(),
-            partitions: assignment.len() as u32,
-            config: t.config.clone(),
-            deleting: false,
-            auto_remove: None,
-        };
-        let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
-        for (p, replicas) in assignment.into_iter().enumerate() {
-            ops.push(put_op(
-                keys::partition(&t.topic, p as u32),
-                &new_partition(replicas, &live),
-            ));
-        }
-        let guards = vec![at_revision(keys::topic(&t.topic), 0)];
-        if write(&self.client, guards, ops).await.map_err(status)? {
-            Ok(Ok(()))
-        } else {
-            Ok(refuse(
-                ErrorCode::TOPIC_ALREADY_EXISTS,
-                format!("Topic '{}' already exists.", t.topic),
-            ))
-        }
-    }
-
-    async fn create_partitions_one(
-        &self,
-        t: &PartitionCount,
-        validate_only: bool,
-    ) -> Result<Result<(), Refusal>, Status> {
-        let view = load_view(&self.client).await.map_err(status)?;
-        let Some(topic) = view.topics.get(&t.topic).filter(|e| e.record.is_some()) else {
-            return Ok(Err(unknown_topic(&t.topic)));
-        };
-        let plan = plan_partitions(&t.topic, topic, t, &view);
-        let (record, new) = match plan {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(e)),
-        };
-        if validate_only {
-            return Ok(Ok(()));
-        }
-        let live = view.live_brokers();
-        let first = topic.partitions.len() as u32;
-        let mut ops = vec![put_op(keys::topic(&t.topic), &record)];
-        for (i, replicas) in new.into_iter().enumerate() {
-            ops.push(put_op(
-                keys::partition(&t.topic, first + i as u32),
-                &new_partition(replicas, &live),
-            ));
-        }
-        let guards = vec![at_revision(keys::topic(&t.topic), topic.mod_revision)];
-        if write(&self.client, guards, ops).await.map_err(status)? {
-            Ok(Ok(()))
-        } else {
-            Ok(refuse(
-                ErrorCode::INVALID_UPDATE_VERSION,
-                format!(
-                    "topic '{}' changed while its partitions were being added; retry",
-                    t.topic
-                ),
-            ))
-        }
-    }
-}
-
-/// The new topic record and the replicas of the added partitions.
-fn plan_partitions(
-    name: &str,
-    topic: &TopicEntry,
-    t: &PartitionCount,
-    view: &ClusterView,
-) -> Result<(TopicRecord, Vec<Vec<i32>>), Refusal> {
-    let current = topic.partitions.len() as i32;
-    if t.count <= current {
-        return refuse(
-            ErrorCode::INVALID_PARTITIONS,
-            format!(
-                "Topic currently has {current} partitions, which is higher than or equal to the requested {}.",
-                t.count
-            ),
-        );
-    }
-    let adding = (t.count - current) as usize;
-    let rf = topic.partitions.values().next().map_or(1, |p| p.state.replicas.len());
-    let new = if t.assignment.is_empty() {
-        let brokers = slots(view);
-        if rf > brokers.len() {
-            return refuse(
-                ErrorCode::INVALID_REPLICATION_FACTOR,
-                format!(
-                    "Replication factor: {rf} larger than available brokers: {}.",
-                    brokers.len()
-                ),
-            );
-        }
-        placement::assign_replicas(&brokers, adding as u32, rf as u32, current as u32, start_for(name))
-            .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))?
-    } else {
-        if t.assignment.len() != adding {
-            return refuse(
-                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
-                format!(
-                    "Increasing the number of partitions by {adding} but {} assignments provided.",
-                    t.assignment.len()
-                ),
-            );
-        }
-        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
-        if let Err(e) = placement::validate_assignment(&lists, &view.live_brokers(), Some(rf)) {
-            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("new {e}"));
-        }
-        lists
-    };
-    let mut record = topic.record.clone().unwrap_or_default();
-    record.partitions = t.count as u32;
-    Ok((record, new))
-}
-
 fn partition_result(topic: &str, partition: u32, r: Result<(), Refusal>) -> PartitionResult {
     let (code, message) = match r {
         Ok(()) => (0, String::new()),
@@ -423,54 +185,17 @@ fn partition_result(topic: &str, partition: u32, r: Result<(), Refusal>) -> Part
 #[tonic::async_trait]
 impl Admin for AdminService {
     async fn create_topics(&self, req: Request<CreateTopicsRequest>) -> Result<Response<CreateTopicsResponse>, Status> {
-        let req = req.into_inner();
-        let mut results = Vec::new();
-        for t in &req.topics {
-            let r = self.create_one(t, req.validate_only).await?;
-            results.push(topic_result(&t.topic, r));
-        }
-        Ok(Response::new(CreateTopicsResponse { results }))
+        let r = topics_admin::create_topics(&self.client, &self.limits, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn delete_topics(&self, req: Request<DeleteTopicsRequest>) -> Result<Response<DeleteTopicsResponse>, Status> {
-        let mut results = Vec::new();
-        for name in req.into_inner().topics {
-            let view = load_view(&self.client).await.map_err(status)?;
-            let r = match view.topics.get(&name).filter(|t| t.record.is_some()) {
-                None => Err(unknown_topic(&name)),
-                Some(t) => {
-                    let ops = vec![
-                        pb::Op {
-                            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
-                                prefix: keys::topic_children(&name),
-                            })),
-                        },
-                        pb::Op {
-                            op: Some(pb::op::Op::Delete(pb::DeleteOp {
-                                key: keys::topic(&name),
-                            })),
-                        },
-                        // A move of a deleted topic must not come back with a topic of its name.
-                        pb::Op {
-                            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
-                                prefix: format!("{}{name}/", keys::REASSIGNMENTS),
-                            })),
-                        },
-                    ];
-                    let guards = vec![at_revision(keys::topic(&name), t.mod_revision)];
-                    if write(&self.client, guards, ops).await.map_err(status)? {
-                        Ok(())
-                    } else {
-                        refuse(
-                            ErrorCode::INVALID_UPDATE_VERSION,
-                            format!("topic '{name}' changed; retry"),
-                        )
-                    }
-                }
-            };
-            results.push(topic_result(&name, r));
-        }
-        Ok(Response::new(DeleteTopicsResponse { results }))
+        let r = topics_admin::delete_topics(&self.client, &self.limits, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn describe_topics(
@@ -478,6 +203,13 @@ impl Admin for AdminService {
         req: Request<DescribeTopicsRequest>,
     ) -> Result<Response<DescribeTopicsResponse>, Status> {
         let req = req.into_inner();
+        if let Err(e) = self.limits.items("topics", req.topics.len()) {
+            return Ok(Response::new(DescribeTopicsResponse {
+                topics: vec![],
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
         let view = load_view(&self.client).await.map_err(status)?;
         let names: Vec<String> = if req.topics.is_empty() {
             view.topics.keys().cloned().collect()
@@ -488,7 +220,7 @@ impl Admin for AdminService {
             .into_iter()
             .map(|name| match view.topics.get(&name).filter(|t| t.record.is_some()) {
                 None => {
-                    let e = unknown_topic(&name);
+                    let e = topics_admin::unknown_topic(&name);
                     TopicDescription {
                         topic: name,
                         error_code: e.code.0,
@@ -515,7 +247,10 @@ impl Admin for AdminService {
                 }
             })
             .collect();
-        Ok(Response::new(DescribeTopicsResponse { topics }))
+        Ok(Response::new(DescribeTopicsResponse {
+            topics,
+            ..Default::default()
+        }))
     }
 
     async fn describe_cluster(
@@ -539,6 +274,16 @@ impl Admin for AdminService {
 
     async fn elect_leaders(&self, req: Request<ElectLeadersRequest>) -> Result<Response<ElectLeadersResponse>, Status> {
         let req = req.into_inner();
+        if let Err(e) = self
+            .limits
+            .partitions_in_request("partitions", req.partitions.len() as u64)
+        {
+            return Ok(Response::new(ElectLeadersResponse {
+                results: vec![],
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
         let view = load_view(&self.client).await.map_err(status)?;
         let live = view.live_brokers();
         let targets: Vec<(String, u32)> = if req.partitions.is_empty() {
@@ -590,20 +335,20 @@ impl Admin for AdminService {
             };
             results.push(partition_result(&topic, p, r));
         }
-        Ok(Response::new(ElectLeadersResponse { results }))
+        Ok(Response::new(ElectLeadersResponse {
+            results,
+            ..Default::default()
+        }))
     }
 
     async fn create_partitions(
         &self,
         req: Request<CreatePartitionsRequest>,
     ) -> Result<Response<CreatePartitionsResponse>, Status> {
-        let req = req.into_inner();
-        let mut results = Vec::new();
-        for t in &req.topics {
-            let r = self.create_partitions_one(t, req.validate_only).await?;
-            results.push(topic_result(&t.topic, r));
-        }
-        Ok(Response::new(CreatePartitionsResponse { results }))
+        let r = topics_admin::create_partitions(&self.client, &self.limits, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn alter_partition(
@@ -688,18 +433,40 @@ impl Admin for AdminService {
         req: Request<AdminDescribeLogDirsRequest>,
     ) -> Result<Response<AdminDescribeLogDirsResponse>, Status> {
         let req = req.into_inner();
+        let within = self
+            .limits
+            .items("brokers", req.brokers.len())
+            .and_then(|()| self.limits.items("topics", req.topics.len()));
+        if let Err(e) = within {
+            return Ok(Response::new(AdminDescribeLogDirsResponse {
+                brokers: vec![],
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
         let view = load_view(&self.client).await.map_err(status)?;
         let brokers = crate::log_dirs::describe_log_dirs(&view, &self.channels, &req.brokers, &req.topics).await;
-        Ok(Response::new(AdminDescribeLogDirsResponse { brokers }))
+        Ok(Response::new(AdminDescribeLogDirsResponse {
+            brokers,
+            ..Default::default()
+        }))
     }
 
     async fn alter_throttles(
         &self,
         req: Request<AlterThrottlesRequest>,
     ) -> Result<Response<AlterThrottlesResponse>, Status> {
-        let r = crate::throttles::alter(&self.client, req.into_inner())
-            .await
-            .map_err(status)?;
+        let req = req.into_inner();
+        if let Err(e) = self
+            .limits
+            .items("brokers and topics", req.brokers.len() + req.topics.len())
+        {
+            return Ok(Response::new(AlterThrottlesResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
+        let r = crate::throttles::alter(&self.client, req).await.map_err(status)?;
         Ok(Response::new(r))
     }
 
@@ -717,6 +484,14 @@ impl Admin for AdminService {
         &self,
         req: Request<AlterPartitionReassignmentsRequest>,
     ) -> Result<Response<AlterPartitionReassignmentsResponse>, Status> {
+        // Checked here, before the request is forwarded or planned.
+        if let Err(e) = self.limits.reassignments(req.get_ref()) {
+            return Ok(Response::new(AlterPartitionReassignmentsResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                results: vec![],
+            }));
+        }
         if let Some(mut leader) = self.leader_admin(&req) {
             return leader.alter_partition_reassignments(forwarded(req.into_inner())).await;
         }
@@ -731,6 +506,16 @@ impl Admin for AdminService {
         req: Request<ListPartitionReassignmentsRequest>,
     ) -> Result<Response<ListPartitionReassignmentsResponse>, Status> {
         let req = req.into_inner();
+        if let Err(e) = self
+            .limits
+            .partitions_in_request("partitions", req.partitions.len() as u64)
+        {
+            return Ok(Response::new(ListPartitionReassignmentsResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                ..Default::default()
+            }));
+        }
         let with_progress = req.with_progress;
         let mut r = reassign_admin::list(&self.client, req).await.map_err(status)?;
         if with_progress && !r.reassignments.is_empty() {
@@ -765,14 +550,27 @@ impl Admin for AdminService {
         &self,
         req: Request<DescribeConfigsRequest>,
     ) -> Result<Response<DescribeConfigsResponse>, Status> {
-        let r = configs::describe(&self.client, req.into_inner())
-            .await
-            .map_err(status)?;
+        let req = req.into_inner();
+        if let Err(e) = self.limits.items("resources", req.resources.len()) {
+            return Ok(Response::new(DescribeConfigsResponse {
+                results: vec![],
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
+        let r = configs::describe(&self.client, req).await.map_err(status)?;
         Ok(Response::new(r))
     }
 
     async fn alter_configs(&self, req: Request<AlterConfigsRequest>) -> Result<Response<AlterConfigsResponse>, Status> {
-        let r = configs::alter(&self.client, req.into_inner()).await.map_err(status)?;
+        let req = req.into_inner();
+        if let Err(e) = self.limits.items("configs", req.set.len() + req.delete.len()) {
+            return Ok(Response::new(AlterConfigsResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+            }));
+        }
+        let r = configs::alter(&self.client, req).await.map_err(status)?;
         Ok(Response::new(r))
     }
 }

@@ -98,7 +98,10 @@ pub async fn describe(
         };
         results.push(entry);
     }
-    Ok(DescribeConfigsResponse { results })
+    Ok(DescribeConfigsResponse {
+        results,
+        ..Default::default()
+    })
 }
 
 /// AlterConfigs: sets and removes configs of one resource, checked first, in one guarded write.

@@ -5,6 +5,7 @@ pub mod active;
 pub mod admin;
 pub mod configs;
 pub mod leader_hint;
+pub mod limits;
 pub mod log_dirs;
 pub mod partition_change;
 pub mod placement;
@@ -13,6 +14,7 @@ pub mod reassign_progress;
 pub mod reassignment;
 pub mod throttles;
 pub mod topic_name;
+pub mod topics_admin;
 
 /// Runs `f` on a blocking thread: decoding, planning and encoding a million-partition request
 /// takes seconds of CPU, which on a runtime thread would hold up the Raft tasks queued there

@@ -387,6 +387,7 @@ pub async fn list(
     Ok(ListPartitionReassignmentsResponse {
         reassignments,
         cancel_in_progress: marker != 0,
+        ..Default::default()
     })
 }
 

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use broker::{Broker, BrokerConfig, BrokerHandle, DataConfig};
 use controller::active::ControllerConfig;
 use controller::admin::AdminService;
+use controller::limits::RequestLimits;
 use metastore::{NodeConfig, NodeHandle, RaftTuning};
 use proto::ferry::admin_server::AdminServer;
 use tokio::sync::oneshot;
@@ -73,6 +74,8 @@ pub struct NodeOptions {
     pub data: DataConfig,
     /// Active controller settings.
     pub controller: ControllerConfig,
+    /// Limits on the work of one admin request, and on the size of admin and broker requests.
+    pub limits: RequestLimits,
     /// Serve Prometheus metrics at `http://<this>/metrics`; none serves none.
     pub metrics_listen: Option<SocketAddr>,
     /// Where a broker-only node reads the cluster credential (waited for until it exists); a
@@ -197,13 +200,14 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             // A joining node may not know its peers yet: talk to itself.
             metastore::Client::new(&[o.listen.to_string()])
         })?;
-        let admin = AdminServer::new(AdminService::new(client.clone()))
-            .max_decoding_message_size(1 << 30)
+        // A request is read whole before any check can look at it: its size is the first limit.
+        let admin = AdminServer::new(AdminService::new(client.clone()).with_limits(o.limits))
+            .max_decoding_message_size(o.limits.max_request_bytes)
             .max_encoding_message_size(1 << 30);
         let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
         let mut routes = tonic::service::Routes::new(admin);
         if let Some(b) = &broker {
-            routes = routes.add_service(b.service());
+            routes = routes.add_service(b.service().max_decoding_message_size(o.limits.max_request_bytes));
         }
         let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
         cfg.join = o.join;
@@ -239,7 +243,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         health_reporter
             .set_serving::<proto::ferry::broker_server::BrokerServer<broker::service::BrokerService>>()
             .await;
-        let svc = b.service();
+        let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
         let (tx, rx) = oneshot::channel::<()>();
         let h = tokio::spawn(async move {
             let res = tonic::transport::Server::builder()

@@ -145,6 +145,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
             session_timeout_ms: 6000,
             data: broker::DataConfig::default(),
             controller: Default::default(),
+            limits: Default::default(),
             metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
             credential_file: broker_only.then(|| credential_file.clone()),
         })

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
+use controller::limits::RequestLimits;
 use metastore::RaftTuning;
 
 use crate::cluster_node::{self, NodeOptions, Roles};
@@ -95,6 +96,22 @@ pub struct NodeArgs {
     /// node's data dir); a quorum node learns it from the cluster.
     #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     cluster_credential_file: Option<PathBuf>,
+    /// Most partitions a topic may have (max.partitions.per.topic).
+    #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_topic, env = "FERRY_MAX_PARTITIONS_PER_TOPIC")]
+    max_partitions_per_topic: u32,
+    /// Most partitions one admin request may create, move or name (max.partitions.per.request).
+    #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_request, env = "FERRY_MAX_PARTITIONS_PER_REQUEST")]
+    max_partitions_per_request: u32,
+    /// The largest replication factor or replica list (max.replicas.per.partition).
+    #[arg(long, default_value_t = RequestLimits::default().max_replicas_per_partition, env = "FERRY_MAX_REPLICAS_PER_PARTITION")]
+    max_replicas_per_partition: u32,
+    /// Most topics, configs, brokers or throttles in one list-like admin request
+    /// (max.items.per.request).
+    #[arg(long, default_value_t = RequestLimits::default().max_items_per_request, env = "FERRY_MAX_ITEMS_PER_REQUEST")]
+    max_items_per_request: u32,
+    /// The largest admin or broker request, in bytes (socket.request.max.bytes).
+    #[arg(long, default_value_t = RequestLimits::default().max_request_bytes, env = "FERRY_SOCKET_REQUEST_MAX_BYTES")]
+    socket_request_max_bytes: usize,
 }
 
 /// The `--config` file of `ferry node`: every flag but `--config`, named with `_` for `-`.
@@ -126,6 +143,11 @@ struct FileConfig {
     num_replica_alter_log_dirs_threads: Option<usize>,
     metrics_listen: Option<SocketAddr>,
     cluster_credential_file: Option<PathBuf>,
+    max_partitions_per_topic: Option<u32>,
+    max_partitions_per_request: Option<u32>,
+    max_replicas_per_partition: Option<u32>,
+    max_items_per_request: Option<u32>,
+    socket_request_max_bytes: Option<usize>,
 }
 
 fn roles_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Roles>, D::Error> {
@@ -186,6 +208,11 @@ impl NodeArgs {
             num_replica_alter_log_dirs_threads,
             metrics_listen,
             cluster_credential_file,
+            max_partitions_per_topic,
+            max_partitions_per_request,
+            max_replicas_per_partition,
+            max_items_per_request,
+            socket_request_max_bytes,
         );
     }
 }
@@ -287,6 +314,13 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
             auto_leader_rebalance: a.auto_leader_rebalance,
             rebalance_interval: std::time::Duration::from_millis(a.leader_imbalance_check_interval_ms.max(100)),
         },
+        limits: RequestLimits {
+            max_partitions_per_topic: a.max_partitions_per_topic,
+            max_partitions_per_request: a.max_partitions_per_request,
+            max_replicas_per_partition: a.max_replicas_per_partition,
+            max_items_per_request: a.max_items_per_request,
+            max_request_bytes: a.socket_request_max_bytes,
+        },
         metrics_listen: a.metrics_listen,
         credential_file: a.cluster_credential_file,
     })
@@ -342,6 +376,7 @@ segment_bytes = 1000
 join = true
 auto_leader_rebalance = false
 metrics_listen = "127.0.0.1:9101"
+max_partitions_per_topic = 5000
 "#;
 
     #[test]
@@ -380,6 +415,12 @@ metrics_listen = "127.0.0.1:9101"
         assert!(a.join);
         assert!(!a.auto_leader_rebalance);
         assert_eq!(a.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()), "file");
+        assert_eq!(a.max_partitions_per_topic, 5000, "file");
+        assert_eq!(
+            a.max_partitions_per_request,
+            RequestLimits::default().max_partitions_per_request,
+            "default"
+        );
     }
 
     #[test]

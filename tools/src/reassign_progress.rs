@@ -220,6 +220,7 @@ mod tests {
         let l = ListPartitionReassignmentsResponse {
             reassignments: vec![e],
             cancel_in_progress: false,
+            ..Default::default()
         };
         assert_eq!(partition, bar_state(&l.reassignments));
         // The slower replica decides: 56 MB at 0.5 MB/s.
@@ -255,6 +256,7 @@ mod tests {
                 ..Default::default()
             }],
             cancel_in_progress: false,
+            ..Default::default()
         };
         assert_eq!(
             lines(&l),

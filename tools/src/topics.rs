@@ -81,7 +81,11 @@ fn fail(message: &str) -> anyhow::Error {
     ExitCode(1).into()
 }
 
-fn check(results: &[TopicResult]) -> anyhow::Result<()> {
+/// The request's own error, if it was refused whole, else the first topic's.
+fn check(error_code: i32, error_message: &str, results: &[TopicResult]) -> anyhow::Result<()> {
+    if error_code != 0 {
+        return Err(fail(error_message));
+    }
     match results.iter().find(|r| r.error_code != 0) {
         Some(r) => Err(fail(&r.error_message)),
         None => Ok(()),
@@ -128,7 +132,7 @@ pub async fn run(a: TopicsArgs) -> anyhow::Result<()> {
                 async move { c.create_topics(req).await }
             })
             .await?;
-        check(&r.results)?;
+        check(r.error_code, &r.error_message, &r.results)?;
         println!("Created topic {name}.");
     } else if a.delete {
         let name = topic()?;
@@ -141,7 +145,7 @@ pub async fn run(a: TopicsArgs) -> anyhow::Result<()> {
                 async move { c.delete_topics(req).await }
             })
             .await?;
-        check(&r.results)?;
+        check(r.error_code, &r.error_message, &r.results)?;
         println!("Deleted topic {name}.");
     } else if a.alter {
         let name = topic()?;
@@ -163,7 +167,7 @@ pub async fn run(a: TopicsArgs) -> anyhow::Result<()> {
                 async move { c.create_partitions(req).await }
             })
             .await?;
-        check(&r.results)?;
+        check(r.error_code, &r.error_message, &r.results)?;
         println!("Altered topic {name}: {count} partitions.");
     } else {
         let req = DescribeTopicsRequest {
@@ -175,6 +179,9 @@ pub async fn run(a: TopicsArgs) -> anyhow::Result<()> {
                 async move { c.describe_topics(req).await }
             })
             .await?;
+        if r.error_code != 0 {
+            return Err(fail(&r.error_message));
+        }
         if let Some(t) = r.topics.iter().find(|t| t.error_code != 0) {
             return Err(fail(&t.error_message));
         }

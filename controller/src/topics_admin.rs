@@ -1,0 +1,426 @@
+//! The topic half of the `Admin` service: CreateTopics, CreatePartitions and DeleteTopics. Each
+//! request is checked against the node's [`RequestLimits`] first, reads the metadata once, and
+//! writes one guarded transaction per topic.
+
+use std::collections::BTreeSet;
+
+use metastore::Client;
+use proto::cluster_view::{ClusterView, TopicEntry};
+use proto::errors::ErrorCode;
+use proto::ferry::*;
+use proto::metastore as pb;
+use proto::{keys, topic_config};
+
+use crate::admin::{at_revision, load_view, put_op, write, Refusal};
+use crate::limits::RequestLimits;
+use crate::partition_change::NO_LEADER;
+use crate::placement::{self, BrokerSlot};
+use crate::topic_name::validate_topic_name;
+
+fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal {
+        code,
+        message: message.into(),
+    })
+}
+
+fn slots(view: &ClusterView) -> Vec<BrokerSlot> {
+    view.brokers
+        .values()
+        .map(|b| BrokerSlot {
+            id: b.id,
+            rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
+        })
+        .collect()
+}
+
+/// A stable starting broker per topic, so that topics do not all lead on the same broker.
+fn start_for(topic: &str) -> u32 {
+    topic
+        .bytes()
+        .fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+}
+
+fn new_partition(replicas: Vec<i32>, live: &BTreeSet<i32>) -> PartitionState {
+    let leader = replicas.iter().copied().find(|r| live.contains(r)).unwrap_or(NO_LEADER);
+    PartitionState {
+        log_dirs: vec![String::new(); replicas.len()],
+        isr: replicas.clone(),
+        replicas,
+        leader,
+        ..Default::default()
+    }
+}
+
+/// The replicas of a new topic: the explicit assignment, or placed over the live brokers. The
+/// topic's limits were checked before ([`RequestLimits::new_topic`]).
+fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal> {
+    if let Err(e) = validate_topic_name(&t.topic) {
+        return refuse(ErrorCode::INVALID_TOPIC_EXCEPTION, e);
+    }
+    if view.topics.contains_key(&t.topic) {
+        return refuse(
+            ErrorCode::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", t.topic),
+        );
+    }
+    if let Err(e) = topic_config::validate(&t.config) {
+        return refuse(ErrorCode::INVALID_CONFIG, e);
+    }
+    if !t.assignment.is_empty() {
+        if t.partitions > 0 || t.replication_factor > 0 {
+            return refuse(
+                ErrorCode::INVALID_REQUEST,
+                "give either an assignment or partitions and replication factor, not both",
+            );
+        }
+        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
+        let known: BTreeSet<i32> = view.live_brokers();
+        if let Err(e) = placement::validate_assignment(&lists, &known, None) {
+            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, e);
+        }
+        return Ok(lists);
+    }
+    if t.partitions <= 0 {
+        return refuse(
+            ErrorCode::INVALID_PARTITIONS,
+            format!("Number of partitions must be larger than 0, got {}.", t.partitions),
+        );
+    }
+    if t.replication_factor <= 0 {
+        return refuse(
+            ErrorCode::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Replication factor must be larger than 0, got {}.",
+                t.replication_factor
+            ),
+        );
+    }
+    let brokers = slots(view);
+    if t.replication_factor as usize > brokers.len() {
+        return refuse(
+            ErrorCode::INVALID_REPLICATION_FACTOR,
+            format!(
+                "Replication factor: {} larger than available brokers: {}.",
+                t.replication_factor,
+                brokers.len()
+            ),
+        );
+    }
+    placement::assign_replicas(
+        &brokers,
+        t.partitions as u32,
+        t.replication_factor as u32,
+        0,
+        start_for(&t.topic),
+    )
+    .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))
+}
+
+/// A topic's answer.
+pub fn topic_result(topic: &str, r: Result<(), Refusal>) -> TopicResult {
+    match r {
+        Ok(()) => TopicResult {
+            topic: topic.to_string(),
+            ..Default::default()
+        },
+        Err(e) => TopicResult {
+            topic: topic.to_string(),
+            error_code: e.code.0,
+            error_message: e.message,
+        },
+    }
+}
+
+/// The refusal of an unknown topic.
+pub fn unknown_topic(topic: &str) -> Refusal {
+    Refusal {
+        code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        message: format!("Topic '{topic}' does not exist."),
+    }
+}
+
+/// A topic named twice in one request.
+fn named_twice(topic: &str) -> Refusal {
+    Refusal {
+        code: ErrorCode::INVALID_REQUEST,
+        message: format!("topic '{topic}' appears more than once in the request"),
+    }
+}
+
+async fn create_one(
+    client: &Client,
+    t: &NewTopic,
+    view: &ClusterView,
+    validate_only: bool,
+) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    let assignment = match plan_topic(t, view) {
+        Ok(a) => a,
+        Err(e) => return Ok(Err(e)),
+    };
+    if validate_only {
+        return Ok(Ok(()));
+    }
+    let live = view.live_brokers();
+    let record = TopicRecord {
+        topic_id: uuid::Uuid::new_v4().to_string(),
+        partitions: assignment.len() as u32,
+        config: t.config.clone(),
+        deleting: false,
+        auto_remove: None,
+    };
+    let mut ops = Vec::with_capacity(assignment.len() + 1);
+    ops.push(put_op(keys::topic(&t.topic), &record));
+    for (p, replicas) in assignment.into_iter().enumerate() {
+        ops.push(put_op(
+            keys::partition(&t.topic, p as u32),
+            &new_partition(replicas, &live),
+        ));
+    }
+    // Guarded on the topic being absent: a topic created since the view was read (or named
+    // twice) fails here.
+    let guards = vec![at_revision(keys::topic(&t.topic), 0)];
+    if write(client, guards, ops).await? {
+        Ok(Ok(()))
+    } else {
+        Ok(refuse(
+            ErrorCode::TOPIC_ALREADY_EXISTS,
+            format!("Topic '{}' already exists.", t.topic),
+        ))
+    }
+}
+
+/// CreateTopics.
+pub async fn create_topics(
+    client: &Client,
+    limits: &RequestLimits,
+    req: CreateTopicsRequest,
+) -> Result<CreateTopicsResponse, metastore::ClientError> {
+    if let Err(e) = limits.create_topics(&req) {
+        return Ok(CreateTopicsResponse {
+            results: vec![],
+            error_code: e.code.0,
+            error_message: e.message,
+        });
+    }
+    // One read for the whole request: each topic's write is guarded on its own key.
+    let view = load_view(client).await?;
+    let mut seen = BTreeSet::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let r = if !seen.insert(t.topic.as_str()) {
+            Err(named_twice(&t.topic))
+        } else {
+            match limits.new_topic(t) {
+                Ok(()) => create_one(client, t, &view, req.validate_only).await?,
+                Err(e) => Err(e),
+            }
+        };
+        if let Err(e) = &r {
+            if e.code == ErrorCode::POLICY_VIOLATION {
+                tracing::info!(topic = t.topic, reason = e.message, "topic refused");
+            }
+        }
+        results.push(topic_result(&t.topic, r));
+    }
+    Ok(CreateTopicsResponse {
+        results,
+        ..Default::default()
+    })
+}
+
+/// The new topic record and the replicas of the added partitions.
+fn plan_partitions(
+    name: &str,
+    topic: &TopicEntry,
+    t: &PartitionCount,
+    view: &ClusterView,
+) -> Result<(TopicRecord, Vec<Vec<i32>>), Refusal> {
+    let current = topic.partitions.len() as i32;
+    if t.count <= current {
+        return refuse(
+            ErrorCode::INVALID_PARTITIONS,
+            format!(
+                "Topic currently has {current} partitions, which is higher than or equal to the requested {}.",
+                t.count
+            ),
+        );
+    }
+    let adding = (t.count - current) as usize;
+    let rf = topic.partitions.values().next().map_or(1, |p| p.state.replicas.len());
+    let new = if t.assignment.is_empty() {
+        let brokers = slots(view);
+        if rf > brokers.len() {
+            return refuse(
+                ErrorCode::INVALID_REPLICATION_FACTOR,
+                format!(
+                    "Replication factor: {rf} larger than available brokers: {}.",
+                    brokers.len()
+                ),
+            );
+        }
+        placement::assign_replicas(&brokers, adding as u32, rf as u32, current as u32, start_for(name))
+            .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))?
+    } else {
+        if t.assignment.len() != adding {
+            return refuse(
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "Increasing the number of partitions by {adding} but {} assignments provided.",
+                    t.assignment.len()
+                ),
+            );
+        }
+        let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
+        if let Err(e) = placement::validate_assignment(&lists, &view.live_brokers(), Some(rf)) {
+            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("new {e}"));
+        }
+        lists
+    };
+    let mut record = topic.record.clone().unwrap_or_default();
+    record.partitions = t.count as u32;
+    Ok((record, new))
+}
+
+async fn create_partitions_one(
+    client: &Client,
+    t: &PartitionCount,
+    topic: &TopicEntry,
+    view: &ClusterView,
+    validate_only: bool,
+) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    let (record, new) = match plan_partitions(&t.topic, topic, t, view) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    if validate_only {
+        return Ok(Ok(()));
+    }
+    let live = view.live_brokers();
+    let first = topic.partitions.len() as u32;
+    let mut ops = Vec::with_capacity(new.len() + 1);
+    ops.push(put_op(keys::topic(&t.topic), &record));
+    for (i, replicas) in new.into_iter().enumerate() {
+        ops.push(put_op(
+            keys::partition(&t.topic, first + i as u32),
+            &new_partition(replicas, &live),
+        ));
+    }
+    let guards = vec![at_revision(keys::topic(&t.topic), topic.mod_revision)];
+    if write(client, guards, ops).await? {
+        Ok(Ok(()))
+    } else {
+        Ok(refuse(
+            ErrorCode::INVALID_UPDATE_VERSION,
+            format!(
+                "topic '{}' changed while its partitions were being added; retry",
+                t.topic
+            ),
+        ))
+    }
+}
+
+/// CreatePartitions.
+pub async fn create_partitions(
+    client: &Client,
+    limits: &RequestLimits,
+    req: CreatePartitionsRequest,
+) -> Result<CreatePartitionsResponse, metastore::ClientError> {
+    let whole = |e: Refusal| CreatePartitionsResponse {
+        results: vec![],
+        error_code: e.code.0,
+        error_message: e.message,
+    };
+    if let Err(e) = limits.create_partitions(&req) {
+        return Ok(whole(e));
+    }
+    let view = load_view(client).await?;
+    let topic_of = |name: &str| view.topics.get(name).filter(|e| e.record.is_some());
+    // What the request adds up to, from the current counts, before any partition is planned.
+    let adding: u64 = req
+        .topics
+        .iter()
+        .filter_map(|t| topic_of(&t.topic).map(|e| (t.count.max(0) as u64).saturating_sub(e.partitions.len() as u64)))
+        .sum();
+    if let Err(e) = limits.partitions_in_request("topics", adding) {
+        return Ok(whole(e));
+    }
+    let mut seen = BTreeSet::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for t in &req.topics {
+        let r = if !seen.insert(t.topic.as_str()) {
+            Err(named_twice(&t.topic))
+        } else {
+            match topic_of(&t.topic) {
+                None => Err(unknown_topic(&t.topic)),
+                Some(topic) => create_partitions_one(client, t, topic, &view, req.validate_only).await?,
+            }
+        };
+        results.push(topic_result(&t.topic, r));
+    }
+    Ok(CreatePartitionsResponse {
+        results,
+        ..Default::default()
+    })
+}
+
+/// DeleteTopics.
+pub async fn delete_topics(
+    client: &Client,
+    limits: &RequestLimits,
+    req: DeleteTopicsRequest,
+) -> Result<DeleteTopicsResponse, metastore::ClientError> {
+    if let Err(e) = limits.items("topics", req.topics.len()) {
+        return Ok(DeleteTopicsResponse {
+            results: vec![],
+            error_code: e.code.0,
+            error_message: e.message,
+        });
+    }
+    let view = load_view(client).await?;
+    let mut seen = BTreeSet::new();
+    let mut results = Vec::with_capacity(req.topics.len());
+    for name in &req.topics {
+        let r = if !seen.insert(name.as_str()) {
+            Err(named_twice(name))
+        } else {
+            match view.topics.get(name).filter(|t| t.record.is_some()) {
+                None => Err(unknown_topic(name)),
+                Some(t) => delete_one(client, name, t.mod_revision).await?,
+            }
+        };
+        results.push(topic_result(name, r));
+    }
+    Ok(DeleteTopicsResponse {
+        results,
+        ..Default::default()
+    })
+}
+
+async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    let ops = vec![
+        pb::Op {
+            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
+                prefix: keys::topic_children(name),
+            })),
+        },
+        pb::Op {
+            op: Some(pb::op::Op::Delete(pb::DeleteOp { key: keys::topic(name) })),
+        },
+        // A move of a deleted topic must not come back with a topic of its name.
+        pb::Op {
+            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
+                prefix: format!("{}{name}/", keys::REASSIGNMENTS),
+            })),
+        },
+    ];
+    let guards = vec![at_revision(keys::topic(name), rev)];
+    if write(client, guards, ops).await? {
+        Ok(Ok(()))
+    } else {
+        Ok(refuse(
+            ErrorCode::INVALID_UPDATE_VERSION,
+            format!("topic '{name}' changed; retry"),
+        ))
+    }
+}
