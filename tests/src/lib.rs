@@ -1,7 +1,11 @@
 //! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
 pub mod data;
+pub mod fault_client;
+pub mod history;
+pub mod linearizable;
 pub mod metrics;
+pub mod netns;
 pub mod reassign;
 pub mod zk;
 
@@ -249,6 +253,8 @@ pub struct ProcNode {
     pub addr: String,
     args: Vec<String>,
     envs: Vec<(String, String)>,
+    netns: Option<String>,
+    log: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -288,8 +294,23 @@ impl ProcNode {
             addr: addr.to_string(),
             args,
             envs: Vec::new(),
+            netns: None,
+            log: None,
             child: None,
         }
+    }
+
+    /// Appends the process's stderr (its log) to `path` instead of the test's output.
+    pub fn log_to(mut self, path: &Path) -> Self {
+        self.log = Some(path.to_path_buf());
+        self
+    }
+
+    /// Runs the process inside network namespace `ns` (`ip netns exec` execs in place, so
+    /// signals still reach the node itself).
+    pub fn in_netns(mut self, ns: &str) -> Self {
+        self.netns = Some(ns.to_string());
+        self
     }
 
     /// Adds command-line arguments (for example `--roles broker`).
@@ -328,7 +349,24 @@ impl ProcNode {
 
     /// Starts the process.
     pub fn spawn(&mut self) {
-        let child = Command::new(ferry_bin())
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(ferry_bin());
+                c
+            }
+            None => Command::new(ferry_bin()),
+        };
+        let stderr = match &self.log {
+            Some(p) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map(Stdio::from)
+                .expect("opening the node's log file"),
+            None => Stdio::inherit(),
+        };
+        let child = cmd
             .args(&self.args)
             .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env(
@@ -336,7 +374,7 @@ impl ProcNode {
                 std::env::var("FERRY_TEST_NODE_LOG").unwrap_or_else(|_| "error".into()),
             )
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawning ferry node");
         self.child = Some(child);

@@ -1,0 +1,397 @@
+//! The client side of the fault suite. It runs as a process of its own (inside a network
+//! namespace when the suite partitions the network), driven by the `ferry-fault-client` binary:
+//! a register workload that records its history, a probe of who leads, and the final read of
+//! every node.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use metastore::{Client, ClientError};
+use proto::metastore as pb;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use tonic::{Response, Status};
+
+use crate::history::{Call, Op, Outcome};
+
+/// Register keys: read, written and compare-and-set by every client.
+pub const REGISTER_PREFIX: &str = "/fault/r/";
+/// Keys each written once, by one client: every acknowledged one must survive.
+pub const UNIQUE_PREFIX: &str = "/fault/u/";
+
+/// What the workload does.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// The nodes, HOST:PORT.
+    pub endpoints: Vec<String>,
+    /// Concurrent clients, each with its own connections.
+    pub clients: u32,
+    /// Register keys.
+    pub keys: u32,
+    /// How long clients start new operations.
+    pub duration: Duration,
+    /// Deadline of one attempt at one node; the client library then tries the next node, with
+    /// the same request id, for up to its retry window.
+    pub attempt_timeout: Duration,
+    /// A client gives up on an operation after this long (a write's outcome is then unknown).
+    pub op_timeout: Duration,
+    /// Each client waits up to this long between operations, to keep histories checkable.
+    pub think: Duration,
+    /// Seeds the clients' choices.
+    pub seed: u64,
+}
+
+/// Runs `fut` with a deadline; a miss is `DEADLINE_EXCEEDED`, which the client library retries.
+async fn attempt<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<Response<T>, Status>>,
+) -> Result<Response<T>, Status> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| Err(Status::deadline_exceeded("attempt timed out")))
+}
+
+/// How a failed write ended: only a refusal that no node can have applied is definite.
+fn write_error(e: &ClientError) -> Outcome {
+    use tonic::Code;
+    match e.code() {
+        Code::InvalidArgument | Code::PermissionDenied | Code::Unauthenticated | Code::Unimplemented => Outcome::Failed,
+        _ => Outcome::Unknown,
+    }
+}
+
+/// Puts `value` at `key`, retried with one request id.
+async fn put(c: &Client, t: Duration, key: &str, value: &str) -> Outcome {
+    let req = pb::PutRequest {
+        key: key.into(),
+        value: value.to_string().into(),
+        lease: 0,
+        request_id: c.new_request_id(),
+    };
+    let r = c
+        .call(|mut m| {
+            let req = req.clone();
+            async move { attempt(t, m.put(req)).await }
+        })
+        .await;
+    match r {
+        Ok(_) => Outcome::Ok,
+        Err(e) => write_error(&e),
+    }
+}
+
+/// A linearizable read of `key`.
+async fn get(c: &Client, t: Duration, key: &str) -> Outcome {
+    let req = pb::GetRequest {
+        key: key.into(),
+        serializable: false,
+    };
+    let r = c
+        .call(|mut m| {
+            let req = req.clone();
+            async move { attempt(t, m.get(req)).await }
+        })
+        .await;
+    match r {
+        Ok(r) => Outcome::Read {
+            value: r.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()),
+        },
+        Err(_) => Outcome::Unknown,
+    }
+}
+
+/// Puts `to` at `key` if it holds `from` (or is absent, for `None`).
+async fn cas(c: &Client, t: Duration, key: &str, from: Option<&str>, to: &str) -> Outcome {
+    let check = match from {
+        Some(v) => pb::guard::Check::Value(v.to_string().into()),
+        None => pb::guard::Check::Absent(true),
+    };
+    let req = pb::TxnRequest {
+        guards: vec![pb::Guard {
+            key: key.into(),
+            check: Some(check),
+        }],
+        ops: vec![pb::Op {
+            op: Some(pb::op::Op::Put(pb::PutOp {
+                key: key.into(),
+                value: to.to_string().into(),
+                lease: 0,
+            })),
+        }],
+        request_id: c.new_request_id(),
+    };
+    let r = c
+        .call(|mut m| {
+            let req = req.clone();
+            async move { attempt(t, m.txn(req)).await }
+        })
+        .await;
+    match r {
+        Ok(r) if r.succeeded => Outcome::Ok,
+        Ok(_) => Outcome::CasFailed,
+        Err(e) => write_error(&e),
+    }
+}
+
+/// Runs the workload and returns its history; times are from the workload's start.
+pub async fn run_workload(w: &Workload) -> anyhow::Result<Vec<Op>> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for id in 0..w.clients {
+        let client = Client::new(&w.endpoints)?.starting_at(id as usize);
+        let w = w.clone();
+        tasks.push(tokio::spawn(async move { one_client(id, client, &w, start).await }));
+    }
+    let mut ops = Vec::new();
+    for t in tasks {
+        ops.extend(t.await?);
+    }
+    Ok(ops)
+}
+
+async fn one_client(id: u32, client: Client, w: &Workload, start: Instant) -> Vec<Op> {
+    let now = || start.elapsed().as_micros() as u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(w.seed ^ (u64::from(id) << 32));
+    // The value this client last read of each register, for its compare-and-sets.
+    let mut last_read: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut ops = Vec::new();
+    let t = w.attempt_timeout;
+    let mut seq = 0u64;
+    while start.elapsed() < w.duration {
+        seq += 1;
+        let value = format!("c{id}-{seq}");
+        let roll = rng.random_range(0..100);
+        let (key, call) = if roll < 10 {
+            (format!("{UNIQUE_PREFIX}{id}/{seq:06}"), Call::Write { value })
+        } else {
+            let key = format!("{REGISTER_PREFIX}{}", rng.random_range(0..w.keys));
+            let call = match (roll, last_read.get(&key)) {
+                (10..=49, _) => Call::Read,
+                (50..=74, _) => Call::Write { value },
+                (_, Some(from)) => Call::Cas {
+                    from: from.clone(),
+                    to: value,
+                },
+                (_, None) => Call::Read,
+            };
+            (key, call)
+        };
+        let invoke_us = now();
+        let run = async {
+            match &call {
+                Call::Read => get(&client, t, &key).await,
+                Call::Write { value } => put(&client, t, &key, value).await,
+                Call::Cas { from, to } => cas(&client, t, &key, from.as_deref(), to).await,
+            }
+        };
+        let outcome = tokio::time::timeout(w.op_timeout, run)
+            .await
+            .unwrap_or(Outcome::Unknown);
+        let complete_us = now();
+        if let Outcome::Read { value } = &outcome {
+            last_read.insert(key.clone(), value.clone());
+        }
+        ops.push(Op {
+            client: id,
+            key,
+            call,
+            outcome,
+            invoke_us,
+            complete_us,
+        });
+        if !w.think.is_zero() {
+            tokio::time::sleep(w.think.mul_f64(rng.random_range(0.0..1.0))).await;
+        }
+    }
+    ops
+}
+
+/// One node's view, from its Status.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeView {
+    /// The endpoint asked (index into the endpoints).
+    pub endpoint: usize,
+    /// The node's id.
+    pub member: u64,
+    /// The leader it knows, 0 for none.
+    pub leader: u64,
+    /// Its Raft term.
+    pub term: u64,
+    /// Its store's revision.
+    pub revision: u64,
+}
+
+/// Asks every node for its status, each within `timeout`; nodes that do not answer are left out.
+pub async fn probe(endpoints: &[String], timeout: Duration) -> anyhow::Result<Vec<NodeView>> {
+    let client = Client::new(endpoints)?;
+    let asks = (0..endpoints.len()).map(|i| {
+        let client = client.clone();
+        async move {
+            let s = tokio::time::timeout(timeout, client.status_of(i)).await.ok()?.ok()?;
+            let h = s.header.unwrap_or_default();
+            Some(NodeView {
+                endpoint: i,
+                member: h.member_id,
+                leader: h.leader_id,
+                term: h.raft_term,
+                revision: h.revision,
+            })
+        }
+    });
+    Ok(futures::future::join_all(asks).await.into_iter().flatten().collect())
+}
+
+/// The leader named by the node with the highest term that names one.
+pub fn leader_of(views: &[NodeView]) -> Option<u64> {
+    views
+        .iter()
+        .filter(|v| v.leader != 0)
+        .max_by_key(|v| v.term)
+        .map(|v| v.leader)
+}
+
+/// What every node holds at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FinalState {
+    /// A linearizable read of each register after the faults.
+    pub registers: BTreeMap<String, Option<String>>,
+    /// Every key under the suite's prefix on each node (by endpoint), read locally once the node
+    /// has applied a write made after the workload.
+    pub nodes: Vec<BTreeMap<String, String>>,
+}
+
+/// Retries `f` every 200 ms until it succeeds or `within` passes.
+async fn retry<T, Fut: Future<Output = Result<T, ClientError>>>(
+    within: Duration,
+    what: &str,
+    mut f: impl FnMut() -> Fut,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + within;
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() >= deadline => anyhow::bail!("{what}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Reads the end state: a write after everything, linearizable reads of the registers, then each
+/// node's own copy of every key once it has applied that write.
+pub async fn final_state(endpoints: &[String], keys: u32, within: Duration) -> anyhow::Result<FinalState> {
+    let client = Client::new(endpoints)?;
+    let last = retry(within, "the closing write", || client.put("/fault/done", "1")).await?;
+    let mut registers = BTreeMap::new();
+    for k in 0..keys {
+        let key = format!("{REGISTER_PREFIX}{k}");
+        let kv = retry(within, "a closing read", || client.get(&key)).await?;
+        registers.insert(key, kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()));
+    }
+    let mut nodes = Vec::new();
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        let deadline = Instant::now() + within;
+        loop {
+            match client.status_of(i).await {
+                Ok(s) if s.header.as_ref().is_some_and(|h| h.revision >= last) => break,
+                _ if Instant::now() >= deadline => anyhow::bail!("node at {endpoint} did not catch up"),
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let kvs = client
+            .call_endpoint(i, |mut c| async move {
+                c.range(pb::RangeRequest {
+                    prefix: "/fault/".into(),
+                    serializable: true,
+                    ..Default::default()
+                })
+                .await
+            })
+            .await?
+            .kvs;
+        nodes.push(
+            kvs.into_iter()
+                .filter(|kv| kv.key != "/fault/done")
+                .map(|kv| (kv.key, String::from_utf8_lossy(&kv.value).into_owned()))
+                .collect(),
+        );
+    }
+    Ok(FinalState { registers, nodes })
+}
+
+/// Waits until the cluster takes a write.
+pub async fn wait_ready(endpoints: &[String], within: Duration) -> anyhow::Result<()> {
+    let client = Client::new(endpoints)?;
+    retry(within, "the cluster did not take a write", || {
+        client.put("/fault/ready", "1")
+    })
+    .await?;
+    Ok(())
+}
+
+/// What the end state lacks: acknowledged unique writes missing on a node, and registers whose
+/// copy on a node differs from the final linearizable read. Empty when all is well.
+pub fn durability_problems(ops: &[Op], end: &FinalState) -> Vec<String> {
+    let acked: Vec<(&str, &str)> = ops
+        .iter()
+        .filter(|o| o.key.starts_with(UNIQUE_PREFIX) && o.write_ok())
+        .filter_map(|o| Some((o.key.as_str(), o.written()?)))
+        .collect();
+    let mut problems = Vec::new();
+    for (n, node) in end.nodes.iter().enumerate() {
+        for (k, v) in &acked {
+            if node.get(*k).map(String::as_str) != Some(*v) {
+                problems.push(format!(
+                    "endpoint {n}: acknowledged write {k} = {v}, but it holds {:?}",
+                    node.get(*k)
+                ));
+            }
+        }
+        for (k, v) in &end.registers {
+            if node.get(k) != v.as_ref() {
+                problems.push(format!(
+                    "endpoint {n}: register {k} is {:?}, but a linearizable read gave {v:?}",
+                    node.get(k)
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, value: &str, outcome: Outcome) -> Op {
+        Op {
+            client: 0,
+            key: key.into(),
+            call: Call::Write { value: value.into() },
+            outcome,
+            invoke_us: 0,
+            complete_us: 1,
+        }
+    }
+
+    #[test]
+    fn durability_flags_lost_acknowledged_writes_and_diverged_registers() {
+        let u1 = format!("{UNIQUE_PREFIX}0/1");
+        let u2 = format!("{UNIQUE_PREFIX}0/2");
+        let r0 = format!("{REGISTER_PREFIX}0");
+        let ops = vec![put(&u1, "a", Outcome::Ok), put(&u2, "b", Outcome::Unknown)];
+        let good: BTreeMap<String, String> = [(u1.clone(), "a".into()), (r0.clone(), "x".into())].into();
+        let mut end = FinalState {
+            registers: [(r0.clone(), Some("x".to_string()))].into(),
+            nodes: vec![good.clone(), good.clone()],
+        };
+        assert!(durability_problems(&ops, &end).is_empty());
+        // The unknown write may be missing, or present.
+        end.nodes[1].insert(u2, "b".into());
+        assert!(durability_problems(&ops, &end).is_empty());
+        end.nodes[0].remove(&u1);
+        end.nodes[1].insert(r0, "y".into());
+        let p = durability_problems(&ops, &end);
+        assert_eq!(p.len(), 2, "{p:?}");
+    }
+}
