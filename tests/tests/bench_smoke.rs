@@ -28,7 +28,17 @@ async fn ferry_bench_runs_each_workload_and_reports_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 6, "{stdout}");
+    // One line per workload and client count, and the Raft term at the start and the end.
+    assert_eq!(lines.len(), 7, "{stdout}");
+    let terms = lines
+        .iter()
+        .find(|l| l.contains("\"raft_term_start\""))
+        .unwrap_or_else(|| panic!("no Raft terms: {stdout}"));
+    assert!(json_u64(terms, "raft_term_start") >= 1, "{terms}");
+    assert!(
+        json_u64(terms, "raft_term_end") >= json_u64(terms, "raft_term_start"),
+        "{terms}"
+    );
     for w in ["put", "txn10", "get"] {
         for c in [1, 4] {
             let line = lines
@@ -97,7 +107,8 @@ fn ferry_bench_produce_reports_records_per_acks() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 2, "{stdout}");
+    // One line per acks value, and the Raft terms.
+    assert_eq!(lines.len(), 3, "{stdout}");
     for acks in ["1", "all"] {
         let line = lines
             .iter()

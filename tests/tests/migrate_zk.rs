@@ -335,7 +335,12 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
     assert_eq!(snapshot(&meta).await, after_first);
 
     // --verify names each difference once Ferry's metadata moves away from ZooKeeper's.
-    meta.delete(&keys::reassignment("events", 0)).await.unwrap();
+    cluster
+        .trusted_client()
+        .await
+        .delete(&keys::reassignment("events", 0))
+        .await
+        .unwrap();
     let (code, out, _) = migrate(&a, &bs, &cred, &["--verify"]);
     assert_eq!(code, 1);
     assert!(
