@@ -56,7 +56,9 @@ async fn python_grpcio_reflection_lists_and_resolves_the_ferry_services_over_v1a
     .await;
 
     let a = addrs.clone();
-    let (code, out, err) = tokio::task::spawn_blocking(move || python_reflection(&a)).await.unwrap();
+    let (code, out, err) = tokio::task::spawn_blocking(move || python_reflection(&a))
+        .await
+        .unwrap();
     assert_eq!(code, Some(0), "the v1alpha reflection client failed:\n{err}{out}");
     for addr in &addrs {
         for service in [
