@@ -76,7 +76,7 @@ impl History {
 
 /// Everything the state machine holds, behind one lock.
 pub struct SmInner {
-    /// Last applied log id; its index is the store's revision.
+    /// Last applied log id. Its index is not the store's revision (`state.revision` counts changes).
     pub last_applied: Option<LogId>,
     /// Last applied membership.
     pub membership: StoredMembership<NodeId, Node>,

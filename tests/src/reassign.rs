@@ -98,7 +98,8 @@ const ARGS: &[&str] = &[
     "1000",
 ];
 
-/// Three quorum-and-broker nodes (1-3) and a broker-only node (4), as processes.
+/// Three quorum-and-broker nodes (1-3) and broker-only nodes from 4 (only 4 unless started
+/// with [`start_brokers`]), as processes.
 pub struct Four {
     /// The processes by id.
     pub nodes: BTreeMap<i32, crate::ProcNode>,
@@ -126,6 +127,15 @@ pub fn start_four_with(dir: &Path, four_args: &[&str]) -> Four {
 
 /// Starts the four nodes, with `extra(id)` flags for each.
 pub fn start_four_each(dir: &Path, extra: impl Fn(i32) -> Vec<String>) -> Four {
+    start_each(dir, 4, extra)
+}
+
+/// Starts nodes 1-3 (quorum and broker) and broker-only nodes 4..=`brokers`.
+pub fn start_brokers(dir: &Path, brokers: i32) -> Four {
+    start_each(dir, brokers, |_| Vec::new())
+}
+
+fn start_each(dir: &Path, brokers: i32, extra: impl Fn(i32) -> Vec<String>) -> Four {
     let peers = crate::loopback_peers(3);
     let quorum = peers.values().cloned().collect::<Vec<_>>();
     let mut nodes: BTreeMap<i32, crate::ProcNode> = peers
@@ -139,25 +149,34 @@ pub fn start_four_each(dir: &Path, extra: impl Fn(i32) -> Vec<String>) -> Four {
             (*id as i32, n)
         })
         .collect();
-    let addr4 = format!("127.0.0.1:{}", crate::free_port());
     let q = quorum.join(",");
-    let four_args = extra(4);
-    let four_args: Vec<&str> = four_args.iter().map(String::as_str).collect();
-    let four = crate::ProcNode::new(4, &addr4, &dir.join("n4"), &Default::default(), false)
+    for id in 4..=brokers {
+        let addr = format!("127.0.0.1:{}", crate::free_port());
+        let args = extra(id);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let node = crate::ProcNode::new(
+            id as u64,
+            &addr,
+            &dir.join(format!("n{id}")),
+            &Default::default(),
+            false,
+        )
         .with_args(ARGS)
         .with_args(&["--roles", "broker", "--quorum", &q])
         .with_args(&["--cluster-credential-file", &crate::credential_file(&dir.join("n1"))])
-        .with_args(&four_args);
-    nodes.insert(4, four);
+        .with_args(&args);
+        nodes.insert(id, node);
+    }
     for n in nodes.values_mut() {
         n.spawn();
     }
-    // Brokers register once they know the cluster credential; tests name broker 4 in their
-    // first moves, so wait for all four.
+    // Brokers register once they know the cluster credential; tests name the broker-only
+    // brokers in their first moves, so wait for all of them.
     let bootstrap = quorum.join(",");
+    let want = brokers.max(3) as usize;
     for _ in 0..600 {
         let (code, out, _) = crate::run_ferry(&["kv", "range", "/brokers/ids/", "--bootstrap-server", &bootstrap]);
-        if code == 0 && out.lines().filter(|l| l.starts_with("/brokers/ids/")).count() >= 4 {
+        if code == 0 && out.lines().filter(|l| l.starts_with("/brokers/ids/")).count() >= want {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -34,7 +34,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one node (a metastore voter).
+    /// Run one node: a quorum member, a broker, or both (--roles).
     Node(node_cmd::NodeArgs),
     /// Run a local cluster in this process (3 nodes unless --nodes/--brokers), with data in ./ferry-dev.
     Dev(dev::DevArgs),
