@@ -548,6 +548,11 @@ async fn reassignment_files_place_replicas_in_named_dirs_and_bad_moves_change_no
     let d = describe(&c).await;
     assert_eq!(placement(&d, "r", 0), (Some(r_to.clone()), false));
     assert_eq!(placement(&d, "s", 0), (Some(s_to.clone()), false));
+    // The old folder becomes `s-0.delete`, which the broker removes in the background.
+    wait_until(Duration::from_secs(30), "one folder for s-0", || async {
+        folders(dir.path(), "s", 0).len() == 1
+    })
+    .await;
     assert_eq!(folders(dir.path(), "s", 0).len(), 1, "one folder for s-0");
     let st = partition_state(&c, "s", 0).await.unwrap();
     assert!(st.dir_pending.is_empty(), "{st:?}");
