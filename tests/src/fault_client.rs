@@ -38,6 +38,9 @@ pub struct Workload {
     pub op_timeout: Duration,
     /// Each client waits up to this long between operations, to keep histories checkable.
     pub think: Duration,
+    /// Read replicas without a quorum round: such reads may be stale, so this is only for
+    /// showing that the checker catches stale reads in a real run.
+    pub serializable_reads: bool,
     /// Seeds the clients' choices.
     pub seed: u64,
 }
@@ -81,11 +84,11 @@ async fn put(c: &Client, t: Duration, key: &str, value: &str) -> Outcome {
     }
 }
 
-/// A linearizable read of `key`.
-async fn get(c: &Client, t: Duration, key: &str) -> Outcome {
+/// A read of `key`: linearizable unless `serializable`.
+async fn get(c: &Client, t: Duration, key: &str, serializable: bool) -> Outcome {
     let req = pb::GetRequest {
         key: key.into(),
-        serializable: false,
+        serializable,
     };
     let r = c
         .call(|mut m| {
@@ -180,7 +183,7 @@ async fn one_client(id: u32, client: Client, w: &Workload, start: Instant) -> Ve
         let invoke_us = now();
         let run = async {
             match &call {
-                Call::Read => get(&client, t, &key).await,
+                Call::Read => get(&client, t, &key, w.serializable_reads).await,
                 Call::Write { value } => put(&client, t, &key, value).await,
                 Call::Cas { from, to } => cas(&client, t, &key, from.as_deref(), to).await,
             }
@@ -269,44 +272,77 @@ async fn retry<T, Fut: Future<Output = Result<T, ClientError>>>(
 ) -> anyhow::Result<T> {
     let deadline = Instant::now() + within;
     loop {
-        match f().await {
-            Ok(v) => return Ok(v),
-            Err(e) if Instant::now() >= deadline => anyhow::bail!("{what}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        match tokio::time::timeout(within, f()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if Instant::now() >= deadline => anyhow::bail!("{what}: {e}"),
+            Err(_) => anyhow::bail!("{what}: no answer within {within:?}"),
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }
+
+/// Each attempt of the closing calls at one node is cut after this long, so that one stuck
+/// node does not hold the client (the library itself sets no deadline per attempt).
+const CLOSING_ATTEMPT: Duration = Duration::from_secs(2);
 
 /// Reads the end state: a write after everything, linearizable reads of the registers, then each
 /// node's own copy of every key once it has applied that write.
 pub async fn final_state(endpoints: &[String], keys: u32, within: Duration) -> anyhow::Result<FinalState> {
     let client = Client::new(endpoints)?;
-    let last = retry(within, "the closing write", || client.put("/fault/done", "1")).await?;
+    let t = CLOSING_ATTEMPT;
+    let last = retry(within, "the closing write", || {
+        let req = pb::PutRequest {
+            key: "/fault/done".into(),
+            value: "1".into(),
+            lease: 0,
+            request_id: client.new_request_id(),
+        };
+        client.call(move |mut m| {
+            let req = req.clone();
+            async move { attempt(t, m.put(req)).await }
+        })
+    })
+    .await?
+    .header
+    .map_or(0, |h| h.revision);
     let mut registers = BTreeMap::new();
     for k in 0..keys {
         let key = format!("{REGISTER_PREFIX}{k}");
-        let kv = retry(within, "a closing read", || client.get(&key)).await?;
+        let req = pb::GetRequest {
+            key: key.clone(),
+            serializable: false,
+        };
+        let kv = retry(within, "a closing read", || {
+            client.call(|mut m| {
+                let req = req.clone();
+                async move { attempt(t, m.get(req)).await }
+            })
+        })
+        .await?
+        .kv;
         registers.insert(key, kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()));
     }
     let mut nodes = Vec::new();
     for (i, endpoint) in endpoints.iter().enumerate() {
         let deadline = Instant::now() + within;
         loop {
-            match client.status_of(i).await {
-                Ok(s) if s.header.as_ref().is_some_and(|h| h.revision >= last) => break,
+            match tokio::time::timeout(t, client.status_of(i))
+                .await
+                .ok()
+                .and_then(Result::ok)
+            {
+                Some(s) if s.header.as_ref().is_some_and(|h| h.revision >= last) => break,
                 _ if Instant::now() >= deadline => anyhow::bail!("node at {endpoint} did not catch up"),
                 _ => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         }
+        let range = pb::RangeRequest {
+            prefix: "/fault/".into(),
+            serializable: true,
+            ..Default::default()
+        };
         let kvs = client
-            .call_endpoint(i, |mut c| async move {
-                c.range(pb::RangeRequest {
-                    prefix: "/fault/".into(),
-                    serializable: true,
-                    ..Default::default()
-                })
-                .await
-            })
+            .call_endpoint(i, |mut c| async move { attempt(within, c.range(range)).await })
             .await?
             .kvs;
         nodes.push(

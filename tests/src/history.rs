@@ -132,6 +132,15 @@ pub fn longest_gap(ops: &[Op], from_us: u64, to_us: u64, pred: impl Fn(&Op) -> b
         .unwrap_or((0, from_us))
 }
 
+/// How long after `from_us` the first operation matching `pred` that began then or later
+/// completed, in microseconds; `None` if none did.
+pub fn first_after(ops: &[Op], from_us: u64, pred: impl Fn(&Op) -> bool) -> Option<u64> {
+    ops.iter()
+        .filter(|o| o.invoke_us >= from_us && pred(o))
+        .map(|o| o.complete_us - from_us)
+        .min()
+}
+
 /// Counts of a history, for the report.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
@@ -210,6 +219,17 @@ mod tests {
         assert_eq!(longest_gap(&ops, 0, 100, Op::read_ok), (60, 10));
         assert_eq!(longest_gap(&ops, 0, 200, Op::read_ok), (130, 70));
         assert_eq!(longest_gap(&[], 5, 20, Op::read_ok), (15, 5));
+    }
+
+    #[test]
+    fn first_after_takes_operations_begun_after_the_moment() {
+        let ops = vec![
+            op(Call::Read, Outcome::Read { value: None }, 5, 40),
+            op(Call::Read, Outcome::Read { value: None }, 10, 30),
+            op(Call::Read, Outcome::Unknown, 11, 12),
+        ];
+        assert_eq!(first_after(&ops, 10, Op::read_ok), Some(20));
+        assert_eq!(first_after(&ops, 11, Op::read_ok), None);
     }
 
     #[test]

@@ -42,6 +42,9 @@ enum Cmd {
         think_ms: u64,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Serializable (possibly stale) reads, to see the checker catch them.
+        #[arg(long)]
+        serializable_reads: bool,
         #[arg(long)]
         out: std::path::PathBuf,
     },
@@ -76,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
             op_timeout_ms,
             think_ms,
             seed,
+            serializable_reads,
             out,
         } => {
             let w = Workload {
@@ -86,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
                 attempt_timeout: Duration::from_millis(attempt_timeout_ms),
                 op_timeout: Duration::from_millis(op_timeout_ms),
                 think: Duration::from_millis(think_ms),
+                serializable_reads,
                 seed,
             };
             let ops = fault_client::run_workload(&w).await?;
