@@ -105,6 +105,14 @@ fn joins_under_an_old_registration(history: &[(u64, String, Option<Vec<u8>>)], b
     bad
 }
 
+/// The process `broker` is registered as, if it is registered.
+async fn incarnation(meta: &metastore::Client, broker: i32) -> Option<u64> {
+    let kv = meta.get(&keys::broker(broker)).await.ok()??;
+    BrokerRegistration::decode(kv.value.as_ref())
+        .ok()
+        .map(|r| r.incarnation)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,6 +150,7 @@ async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
     let follower = [1, 2, 3].into_iter().find(|b| *b != leader).unwrap();
     let mut killed_at = Vec::new();
     for victim in [leader, follower] {
+        let before = incarnation(&meta, victim).await;
         nodes.get_mut(&victim).unwrap().kill();
         // Any revision read after the kill comes after every change the killed process made.
         let rev = meta
@@ -150,7 +159,7 @@ async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
             .unwrap()
             .header
             .map_or(0, |h| h.revision);
-        killed_at.push((victim, rev));
+        killed_at.push((victim, rev, before));
         wait_until(Duration::from_secs(30), "the victim to leave the ISR", || async {
             partition_state(&c, TOPIC, 0)
                 .await
@@ -166,6 +175,16 @@ async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
         )
         .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The killed processes' registrations are gone, their successors' written: any drop-out
+    // their expiry causes has happened.
+    for (victim, _, before) in &killed_at {
+        wait_until(
+            Duration::from_secs(30),
+            "the restarted broker's own registration",
+            || async { incarnation(&meta, *victim).await.is_some_and(|i| Some(i) != *before) },
+        )
+        .await;
     }
     stop.store(true, Ordering::Relaxed);
     let acked = producer.await.unwrap();
@@ -190,9 +209,8 @@ async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
             last = at;
         }
     }
-    // Every restarted broker has its own registration by now (the ISR holds it); once the
-    // history has caught up with the partition's state, no broker may have joined the ISR before
-    // its own registration was written.
+    // Once the history has caught up with the partition's state: no broker may have joined the
+    // ISR before its restarted process had registered.
     let s = partition_state(&c, TOPIC, 0).await.unwrap();
     let mut isr = s.isr.clone();
     isr.sort();
@@ -212,7 +230,7 @@ async fn acknowledged_records_survive_killing_the_leader_then_a_follower() {
     let mut history = history.lock().unwrap().clone();
     history.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
     history.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
-    for (victim, since) in killed_at {
+    for (victim, since, _) in killed_at {
         let bad = joins_under_an_old_registration(&history, victim, since);
         assert!(
             bad.is_empty(),
