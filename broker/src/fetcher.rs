@@ -171,6 +171,7 @@ async fn copy_from_leader(
             None => core.config.replica_fetch_max_bytes,
         },
         max_wait_ms: core.config.replica_fetch_wait_ms,
+        incarnation: core.incarnation,
     };
     let (tx, rx) = mpsc::channel(2);
     let leo = r.log.lock().log_end_offset();

@@ -15,6 +15,9 @@ pub struct FollowerProgress {
     pub last_fetch_ms: u64,
     /// The leader's log end offset at that fetch.
     pub leader_leo_at_last_fetch: i64,
+    /// The follower's process, from its last fetch (0: not known). Only the process the
+    /// follower's registration names may join the ISR.
+    pub incarnation: u64,
 }
 
 impl FollowerProgress {
@@ -26,6 +29,7 @@ impl FollowerProgress {
             caught_up_ms: now_ms,
             last_fetch_ms: now_ms,
             leader_leo_at_last_fetch: i64::MAX,
+            incarnation: 0,
         }
     }
 
@@ -73,18 +77,31 @@ pub fn high_watermark(
     hw.max(current)
 }
 
+/// When an ISR decision is made, and `replica.lag.time.max.ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LagClock {
+    /// Now, in ms on the replica's monotonic clock.
+    pub now_ms: u64,
+    /// A member not caught up for longer than this leaves the ISR.
+    pub lag_max_ms: u64,
+}
+
 /// The ISR the leader should ask for, or `None` to keep it: members (other than the leader) not
 /// caught up within `lag_max_ms` leave; replicas that have reached the high watermark and are
-/// caught up join.
+/// caught up join, when the process that fetched is the one registered (`registered`: each
+/// registered broker's incarnation). A restarted broker can catch up before the registration
+/// of the process before it expires; counted in sync then, it would drop out again at that
+/// expiry, when the controller sees the broker go.
 pub fn next_isr(
     leader: i32,
     hw: i64,
     isr: &[i32],
     replicas: &[i32],
     followers: &HashMap<i32, FollowerProgress>,
-    now_ms: u64,
-    lag_max_ms: u64,
+    registered: &HashMap<i32, u64>,
+    clock: LagClock,
 ) -> Option<Vec<i32>> {
+    let LagClock { now_ms, lag_max_ms } = clock;
     let lagging = |r: &i32| match followers.get(r) {
         Some(p) => now_ms.saturating_sub(p.caught_up_ms) > lag_max_ms,
         None => false,
@@ -95,7 +112,8 @@ pub fn next_isr(
             continue;
         }
         if let Some(p) = followers.get(r) {
-            if p.leo >= hw && now_ms.saturating_sub(p.caught_up_ms) <= lag_max_ms {
+            let its_own = p.incarnation != 0 && registered.get(r) == Some(&p.incarnation);
+            if its_own && p.leo >= hw && now_ms.saturating_sub(p.caught_up_ms) <= lag_max_ms {
                 next.push(*r);
             }
         }
@@ -113,7 +131,18 @@ mod tests {
             caught_up_ms,
             last_fetch_ms: caught_up_ms,
             leader_leo_at_last_fetch: leo,
+            incarnation: 7,
         }
+    }
+
+    const CLOCK: LagClock = LagClock {
+        now_ms: 20_000,
+        lag_max_ms: 10_000,
+    };
+
+    /// Every broker registered by the process that fetched in [`progress`].
+    fn registered() -> HashMap<i32, u64> {
+        (1..=3).map(|b| (b, 7)).collect()
     }
 
     #[test]
@@ -129,20 +158,41 @@ mod tests {
 
     #[test]
     fn lagging_followers_leave_and_caught_up_ones_join() {
+        let reg = registered();
         let f = HashMap::from([(2, progress(10, 15_000)), (3, progress(4, 0))]);
         assert_eq!(
-            next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, 20_000, 10_000),
+            next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, &reg, CLOCK),
             Some(vec![1, 2])
         );
         let f = HashMap::from([(2, progress(10, 19_000)), (3, progress(10, 19_500))]);
         assert_eq!(
-            next_isr(1, 10, &[1, 2], &[1, 2, 3], &f, 20_000, 10_000),
+            next_isr(1, 10, &[1, 2], &[1, 2, 3], &f, &reg, CLOCK),
             Some(vec![1, 2, 3])
         );
-        assert_eq!(next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, 20_000, 10_000), None);
+        assert_eq!(next_isr(1, 10, &[1, 2, 3], &[1, 2, 3], &f, &reg, CLOCK), None);
         // Behind the high watermark: not yet.
         let f = HashMap::from([(3, progress(8, 19_500))]);
-        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &f, 20_000, 10_000), None);
+        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &f, &reg, CLOCK), None);
+    }
+
+    #[test]
+    fn a_restarted_follower_joins_only_once_its_own_process_is_registered() {
+        let f = HashMap::from([(3, progress(10, 19_500))]);
+        // Caught up, but the registration is still the previous process's: it would be removed
+        // again when that registration expires.
+        let old = HashMap::from([(1, 7), (3, 6)]);
+        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &f, &old, CLOCK), None);
+        // Not registered at all (the previous one expired, its own not written yet).
+        let none = HashMap::from([(1, 7)]);
+        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &f, &none, CLOCK), None);
+        // An older follower that sends no incarnation never joins.
+        let mut unknown = f.clone();
+        unknown.get_mut(&3).unwrap().incarnation = 0;
+        assert_eq!(next_isr(1, 10, &[1], &[1, 3], &unknown, &registered(), CLOCK), None);
+        assert_eq!(
+            next_isr(1, 10, &[1], &[1, 3], &f, &registered(), CLOCK),
+            Some(vec![1, 3])
+        );
     }
 
     #[test]

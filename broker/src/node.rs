@@ -113,6 +113,7 @@ impl Broker {
                 .iter()
                 .map(|d| d.to_string_lossy().into_owned())
                 .collect(),
+            incarnation: self.core.incarnation,
             registered_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
@@ -463,6 +464,14 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
         // than a tick, and passes back to back would occupy a worker for good.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
+        // Which process each registered broker is, for replicas joining an ISR.
+        let registered: std::collections::HashMap<i32, u64> = core
+            .view
+            .read()
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, b.incarnation))
+            .collect();
         for (i, r) in replicas.into_iter().enumerate() {
             if i % ISR_SCAN_YIELD_EVERY == ISR_SCAN_YIELD_EVERY - 1 {
                 // Long passes give way, so Raft heartbeats on the same runtime are not starved.
@@ -488,12 +497,20 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                     &st.meta.isr,
                     &st.meta.replicas,
                     &st.followers,
-                    now,
-                    core.config.replica_lag_max_ms,
+                    &registered,
+                    isr::LagClock {
+                        now_ms: now,
+                        lag_max_ms: core.config.replica_lag_max_ms,
+                    },
                 ) else {
                     continue;
                 };
                 st.isr_change_in_flight = true;
+                let joining_incarnations = new_isr
+                    .iter()
+                    .filter(|b| !st.meta.isr.contains(b))
+                    .filter_map(|b| st.followers.get(b).map(|p| (*b, p.incarnation)))
+                    .collect();
                 AlterPartitionRequest {
                     topic: r.topic.clone(),
                     partition: r.partition,
@@ -501,6 +518,7 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                     leader_epoch: epoch,
                     partition_epoch: st.meta.partition_epoch,
                     new_isr,
+                    joining_incarnations,
                 }
             };
             tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");

@@ -67,6 +67,8 @@ impl Default for DataConfig {
 pub struct BrokerCore {
     /// This broker's id.
     pub id: i32,
+    /// This process: random, never 0, in the registration and in every fetch as a follower.
+    pub incarnation: u64,
     /// Its log dirs.
     pub dirs: LogDirs,
     /// Data-plane settings.
@@ -135,6 +137,7 @@ impl BrokerCore {
         }
         Ok(Self {
             id,
+            incarnation: uuid::Uuid::new_v4().as_u64_pair().0 | 1,
             dirs,
             replicas: RwLock::new(replicas),
             view: RwLock::new(ClusterView::default()),

@@ -237,10 +237,12 @@ impl BrokerService {
                     format!("broker {} is not a replica of {}", req.replica_id, r.name()),
                 ));
             }
-            st.followers
+            let p = st
+                .followers
                 .entry(req.replica_id)
-                .or_insert_with(|| crate::isr::FollowerProgress::new(now))
-                .on_fetch(req.fetch_offset, leo, now);
+                .or_insert_with(|| crate::isr::FollowerProgress::new(now));
+            p.on_fetch(req.fetch_offset, leo, now);
+            p.incarnation = req.incarnation;
         }
         r.update_high_watermark();
         let from = req.fetch_offset;

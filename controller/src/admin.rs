@@ -373,7 +373,10 @@ impl Admin for AdminService {
             partition_epoch: req.partition_epoch,
             new_isr: req.new_isr.clone(),
         };
-        let new = match partition_change::alter_isr(&entry.state, &change, &view.live_brokers()) {
+        let checked = partition_change::alter_isr(&entry.state, &change, &view.live_brokers()).and_then(|n| {
+            partition_change::check_joiners(&entry.state, &n.isr, &req.joining_incarnations, &view.brokers).map(|()| n)
+        });
+        let new = match checked {
             Ok(n) => n,
             Err(e) => {
                 return Ok(Response::new(AlterPartitionResponse {

@@ -2,10 +2,10 @@
 //! went away, preferred-leader moves and ISR changes asked for by a partition leader. Pure
 //! functions over the stored state; the caller writes the result guarded by the state's revision.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use proto::errors::ErrorCode;
-use proto::ferry::PartitionState;
+use proto::ferry::{BrokerRegistration, PartitionState};
 
 /// No leader.
 pub const NO_LEADER: i32 = -1;
@@ -199,6 +199,33 @@ pub fn alter_isr(state: &PartitionState, req: &IsrChange, live: &BTreeSet<i32>) 
     Ok(finish(state, new).unwrap_or_else(|| state.clone()))
 }
 
+/// Checks that every replica an ISR change adds is the broker process now registered: for each,
+/// the leader names the incarnation whose fetches brought it in sync (`joining`). A restarted
+/// broker can catch up while the registration of the process before it is still live; let in
+/// then, it would be dropped again as soon as that registration expired (Kafka guards the same
+/// with broker epochs, KIP-903).
+pub fn check_joiners(
+    state: &PartitionState,
+    new_isr: &[i32],
+    joining: &HashMap<i32, u64>,
+    registered: &BTreeMap<i32, BrokerRegistration>,
+) -> Result<(), NotElected> {
+    for r in new_isr.iter().filter(|r| !state.isr.contains(r)) {
+        let fetched = joining.get(r).copied().unwrap_or(0);
+        let current = registered.get(r).map(|b| b.incarnation);
+        if fetched == 0 || current != Some(fetched) {
+            return Err(NotElected {
+                code: ErrorCode::INELIGIBLE_REPLICA,
+                message: format!(
+                    "broker {r} caught up as process {fetched:x}, but the registered process is {}; it joins the ISR once it has registered",
+                    current.map_or("none".to_string(), |c| format!("{c:x}"))
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,5 +336,36 @@ mod tests {
             alter_isr(&s, &dead, &live(&[1, 2])).unwrap_err().code,
             ErrorCode::INVALID_REQUEST
         );
+    }
+
+    #[test]
+    fn a_replica_joins_the_isr_only_as_the_registered_process() {
+        let s = st(&[1, 2, 3], 1, &[1, 2]);
+        let registered: BTreeMap<i32, BrokerRegistration> = [(1, 11), (2, 12), (3, 13)]
+            .into_iter()
+            .map(|(id, incarnation)| {
+                let b = BrokerRegistration {
+                    id,
+                    incarnation,
+                    ..Default::default()
+                };
+                (id, b)
+            })
+            .collect();
+        let joining = |i| HashMap::from([(3, i)]);
+        assert!(check_joiners(&s, &[1, 2, 3], &joining(13), &registered).is_ok());
+        // Fetches of the process before the restart, or of one that names none.
+        for stale in [9, 0] {
+            let e = check_joiners(&s, &[1, 2, 3], &joining(stale), &registered).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INELIGIBLE_REPLICA, "{}", e.message);
+        }
+        assert!(check_joiners(&s, &[1, 2, 3], &HashMap::new(), &registered).is_err());
+        // Not registered at all.
+        let mut gone = registered.clone();
+        gone.remove(&3);
+        let e = check_joiners(&s, &[1, 2, 3], &joining(13), &gone).unwrap_err();
+        assert!(e.message.contains("registered process is none"), "{}", e.message);
+        // Members already in the ISR, and shrinking, need nothing.
+        assert!(check_joiners(&s, &[1], &HashMap::new(), &gone).is_ok());
     }
 }
