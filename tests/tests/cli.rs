@@ -79,7 +79,8 @@ fn start_dev(dir: &std::path::Path) -> (std::process::Child, String) {
         .args(["dev", "--base-port", "0", "--data-dir"])
         .arg(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // Shown with a failure: why a dev cluster did not start.
+        .stderr(Stdio::inherit())
         .spawn()
         .expect("starting ferry dev");
     let stdout = child.stdout.take().unwrap();

@@ -87,10 +87,15 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
     let nodes = nodes.unwrap_or(NODES);
     let brokers = brokers.unwrap_or(0);
     let mut addrs = BTreeMap::new();
+    // Held until every port is chosen: a port released at once may be handed out again by the
+    // next bind, and two nodes on one port fail to start.
+    let mut reserved = Vec::new();
     for id in 1..=nodes + brokers {
         let port = if base_port == 0 {
-            // Reserve a free port by binding and releasing it.
-            std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port()
+            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let port = l.local_addr()?.port();
+            reserved.push(l);
+            port
         } else {
             u16::try_from(id - 1)
                 .ok()
@@ -99,6 +104,7 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
         };
         addrs.insert(id, format!("127.0.0.1:{port}"));
     }
+    drop(reserved);
     let brokers = addrs.split_off(&(nodes + 1));
     std::fs::create_dir_all(dir)?;
     let layout = DevLayout { nodes: addrs, brokers };
