@@ -64,8 +64,13 @@ fn write_error(e: &ClientError) -> Outcome {
     }
 }
 
-/// Puts `value` at `key`, retried with one request id.
-async fn put(c: &Client, t: Duration, key: &str, value: &str) -> Outcome {
+/// The node that answered.
+fn member(h: &Option<pb::ResponseHeader>) -> u64 {
+    h.as_ref().map_or(0, |h| h.member_id)
+}
+
+/// Puts `value` at `key`, retried with one request id; (outcome, node that answered).
+async fn put(c: &Client, t: Duration, key: &str, value: &str) -> (Outcome, u64) {
     let req = pb::PutRequest {
         key: key.into(),
         value: value.to_string().into(),
@@ -79,13 +84,13 @@ async fn put(c: &Client, t: Duration, key: &str, value: &str) -> Outcome {
         })
         .await;
     match r {
-        Ok(_) => Outcome::Ok,
-        Err(e) => write_error(&e),
+        Ok(r) => (Outcome::Ok, member(&r.header)),
+        Err(e) => (write_error(&e), 0),
     }
 }
 
-/// A read of `key`: linearizable unless `serializable`.
-async fn get(c: &Client, t: Duration, key: &str, serializable: bool) -> Outcome {
+/// A read of `key`: linearizable unless `serializable`; (outcome, node that answered).
+async fn get(c: &Client, t: Duration, key: &str, serializable: bool) -> (Outcome, u64) {
     let req = pb::GetRequest {
         key: key.into(),
         serializable,
@@ -97,15 +102,19 @@ async fn get(c: &Client, t: Duration, key: &str, serializable: bool) -> Outcome 
         })
         .await;
     match r {
-        Ok(r) => Outcome::Read {
-            value: r.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()),
-        },
-        Err(_) => Outcome::Unknown,
+        Ok(r) => (
+            Outcome::Read {
+                value: r.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()),
+            },
+            member(&r.header),
+        ),
+        Err(_) => (Outcome::Unknown, 0),
     }
 }
 
-/// Puts `to` at `key` if it holds `from` (or is absent, for `None`).
-async fn cas(c: &Client, t: Duration, key: &str, from: Option<&str>, to: &str) -> Outcome {
+/// Puts `to` at `key` if it holds `from` (or is absent, for `None`); (outcome, node that
+/// answered).
+async fn cas(c: &Client, t: Duration, key: &str, from: Option<&str>, to: &str) -> (Outcome, u64) {
     let check = match from {
         Some(v) => pb::guard::Check::Value(v.to_string().into()),
         None => pb::guard::Check::Absent(true),
@@ -131,9 +140,9 @@ async fn cas(c: &Client, t: Duration, key: &str, from: Option<&str>, to: &str) -
         })
         .await;
     match r {
-        Ok(r) if r.succeeded => Outcome::Ok,
-        Ok(_) => Outcome::CasFailed,
-        Err(e) => write_error(&e),
+        Ok(r) if r.succeeded => (Outcome::Ok, member(&r.header)),
+        Ok(r) => (Outcome::CasFailed, member(&r.header)),
+        Err(e) => (write_error(&e), 0),
     }
 }
 
@@ -188,9 +197,9 @@ async fn one_client(id: u32, client: Client, w: &Workload, start: Instant) -> Ve
                 Call::Cas { from, to } => cas(&client, t, &key, from.as_deref(), to).await,
             }
         };
-        let outcome = tokio::time::timeout(w.op_timeout, run)
+        let (outcome, node) = tokio::time::timeout(w.op_timeout, run)
             .await
-            .unwrap_or(Outcome::Unknown);
+            .unwrap_or((Outcome::Unknown, 0));
         let complete_us = now();
         if let Outcome::Read { value } = &outcome {
             last_read.insert(key.clone(), value.clone());
@@ -202,6 +211,7 @@ async fn one_client(id: u32, client: Client, w: &Workload, start: Instant) -> Ve
             outcome,
             invoke_us,
             complete_us,
+            node,
         });
         if !w.think.is_zero() {
             tokio::time::sleep(w.think.mul_f64(rng.random_range(0.0..1.0))).await;
@@ -254,14 +264,28 @@ pub fn leader_of(views: &[NodeView]) -> Option<u64> {
         .map(|v| v.leader)
 }
 
-/// What every node holds at the end.
+/// One node's own copy of the suite's keys.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeDump {
+    /// The revision it was read at.
+    pub revision: u64,
+    /// Every key under the suite's prefix, with its value.
+    pub kvs: BTreeMap<String, String>,
+}
+
+/// What the cluster holds at the end.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FinalState {
-    /// A linearizable read of each register after the faults.
-    pub registers: BTreeMap<String, Option<String>>,
-    /// Every key under the suite's prefix on each node (by endpoint), read locally once the node
-    /// has applied a write made after the workload.
-    pub nodes: Vec<BTreeMap<String, String>>,
+    /// Each register's value after everything else, linearizably: by a read, or when reads were
+    /// not served, confirmed by a transaction guarded on it. `None` if neither worked.
+    pub registers: Option<BTreeMap<String, Option<String>>>,
+    /// Whether linearizable reads were served within the window.
+    pub reads_served: bool,
+    /// Seconds from the start of the closing reads to their end (or to giving up).
+    pub read_wait_s: f64,
+    /// Each node's copy (by endpoint), read locally once it has applied a write made after the
+    /// workload.
+    pub nodes: Vec<NodeDump>,
 }
 
 /// Retries `f` every 200 ms until it succeeds or `within` passes.
@@ -285,9 +309,15 @@ async fn retry<T, Fut: Future<Output = Result<T, ClientError>>>(
 /// node does not hold the client (the library itself sets no deadline per attempt).
 const CLOSING_ATTEMPT: Duration = Duration::from_secs(2);
 
-/// Reads the end state: a write after everything, linearizable reads of the registers, then each
-/// node's own copy of every key once it has applied that write.
-pub async fn final_state(endpoints: &[String], keys: u32, within: Duration) -> anyhow::Result<FinalState> {
+/// Reads the end state: a write after everything; each node's own copy once it has applied
+/// that write (within `within`); then linearizable reads of the registers (within `reads_within`;
+/// their absence is reported, not an error, since it says nothing about safety).
+pub async fn final_state(
+    endpoints: &[String],
+    keys: u32,
+    within: Duration,
+    reads_within: Duration,
+) -> anyhow::Result<FinalState> {
     let client = Client::new(endpoints)?;
     let t = CLOSING_ATTEMPT;
     let last = retry(within, "the closing write", || {
@@ -305,23 +335,6 @@ pub async fn final_state(endpoints: &[String], keys: u32, within: Duration) -> a
     .await?
     .header
     .map_or(0, |h| h.revision);
-    let mut registers = BTreeMap::new();
-    for k in 0..keys {
-        let key = format!("{REGISTER_PREFIX}{k}");
-        let req = pb::GetRequest {
-            key: key.clone(),
-            serializable: false,
-        };
-        let kv = retry(within, "a closing read", || {
-            client.call(|mut m| {
-                let req = req.clone();
-                async move { attempt(t, m.get(req)).await }
-            })
-        })
-        .await?
-        .kv;
-        registers.insert(key, kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()));
-    }
     let mut nodes = Vec::new();
     for (i, endpoint) in endpoints.iter().enumerate() {
         let deadline = Instant::now() + within;
@@ -341,18 +354,147 @@ pub async fn final_state(endpoints: &[String], keys: u32, within: Duration) -> a
             serializable: true,
             ..Default::default()
         };
-        let kvs = client
+        let r = client
             .call_endpoint(i, |mut c| async move { attempt(within, c.range(range)).await })
-            .await?
-            .kvs;
-        nodes.push(
-            kvs.into_iter()
-                .filter(|kv| kv.key != "/fault/done")
+            .await?;
+        nodes.push(NodeDump {
+            revision: r.header.map_or(0, |h| h.revision),
+            kvs: r
+                .kvs
+                .into_iter()
                 .map(|kv| (kv.key, String::from_utf8_lossy(&kv.value).into_owned()))
                 .collect(),
-        );
+        });
     }
-    Ok(FinalState { registers, nodes })
+    let started = Instant::now();
+    let mut registers = Some(BTreeMap::new());
+    for k in 0..keys {
+        let key = format!("{REGISTER_PREFIX}{k}");
+        let req = pb::GetRequest {
+            key: key.clone(),
+            serializable: false,
+        };
+        let left = reads_within.saturating_sub(started.elapsed());
+        let read = retry(left, "a closing read", || {
+            client.call(|mut m| {
+                let req = req.clone();
+                async move { attempt(t, m.get(req)).await }
+            })
+        })
+        .await;
+        match (read, registers.as_mut()) {
+            (Ok(r), Some(regs)) => {
+                regs.insert(key, r.kv.map(|kv| String::from_utf8_lossy(&kv.value).into_owned()));
+            }
+            _ => {
+                registers = None;
+                break;
+            }
+        }
+    }
+    let read_wait_s = started.elapsed().as_secs_f64();
+    let reads_served = registers.is_some();
+    if !reads_served {
+        let mut confirmed = BTreeMap::new();
+        for k in 0..keys {
+            let key = format!("{REGISTER_PREFIX}{k}");
+            let Some(v) = confirm_by_txn(&client, &key, within).await else {
+                break;
+            };
+            confirmed.insert(key, v);
+        }
+        registers = (confirmed.len() == keys as usize).then_some(confirmed);
+    }
+    Ok(FinalState {
+        registers,
+        reads_served,
+        read_wait_s,
+        nodes,
+    })
+}
+
+/// A register's value, linearizably, without a linearizable read: a replica's value, confirmed
+/// by a transaction whose only content is a guard on that value (it goes through the log, so its
+/// guard sees the latest state). Retried while the value moves; `None` if no answer came.
+async fn confirm_by_txn(client: &Client, key: &str, within: Duration) -> Option<Option<String>> {
+    let t = CLOSING_ATTEMPT;
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let req = pb::GetRequest {
+            key: key.into(),
+            serializable: true,
+        };
+        let seen = client
+            .call(|mut m| {
+                let req = req.clone();
+                async move { attempt(t, m.get(req)).await }
+            })
+            .await
+            .ok()?
+            .kv
+            .map(|kv| kv.value);
+        let check = match &seen {
+            Some(v) => pb::guard::Check::Value(v.clone()),
+            None => pb::guard::Check::Absent(true),
+        };
+        let req = pb::TxnRequest {
+            guards: vec![pb::Guard {
+                key: key.into(),
+                check: Some(check),
+            }],
+            ops: vec![],
+            request_id: client.new_request_id(),
+        };
+        let r = client
+            .call(|mut m| {
+                let req = req.clone();
+                async move { attempt(t, m.txn(req)).await }
+            })
+            .await;
+        if r.is_ok_and(|r| r.succeeded) {
+            return Some(seen.map(|v| String::from_utf8_lossy(&v).into_owned()));
+        }
+    }
+    None
+}
+
+/// What the end state lacks: acknowledged unique writes missing on a node, and nodes that
+/// applied up to the same revision yet hold different keys or values. Empty when all is well.
+pub fn durability_problems(ops: &[Op], end: &FinalState) -> Vec<String> {
+    let acked: Vec<(&str, &str)> = ops
+        .iter()
+        .filter(|o| o.key.starts_with(UNIQUE_PREFIX) && o.write_ok())
+        .filter_map(|o| Some((o.key.as_str(), o.written()?)))
+        .collect();
+    let mut problems = Vec::new();
+    for (n, node) in end.nodes.iter().enumerate() {
+        for (k, v) in &acked {
+            if node.kvs.get(*k).map(String::as_str) != Some(*v) {
+                problems.push(format!(
+                    "endpoint {n}: acknowledged write {k} = {v}, but it holds {:?}",
+                    node.kvs.get(*k)
+                ));
+            }
+        }
+    }
+    for (n, a) in end.nodes.iter().enumerate() {
+        for (m, b) in end.nodes.iter().enumerate().skip(n + 1) {
+            if a.revision == b.revision && a.kvs != b.kvs {
+                let differ = a
+                    .kvs
+                    .keys()
+                    .chain(b.kvs.keys())
+                    .find(|k| a.kvs.get(*k) != b.kvs.get(*k))
+                    .cloned()
+                    .unwrap_or_default();
+                problems.push(format!(
+                    "endpoints {n} and {m} both at revision {} differ, e.g. at {differ}",
+                    a.revision
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// Waits until the cluster takes a write.
@@ -363,36 +505,6 @@ pub async fn wait_ready(endpoints: &[String], within: Duration) -> anyhow::Resul
     })
     .await?;
     Ok(())
-}
-
-/// What the end state lacks: acknowledged unique writes missing on a node, and registers whose
-/// copy on a node differs from the final linearizable read. Empty when all is well.
-pub fn durability_problems(ops: &[Op], end: &FinalState) -> Vec<String> {
-    let acked: Vec<(&str, &str)> = ops
-        .iter()
-        .filter(|o| o.key.starts_with(UNIQUE_PREFIX) && o.write_ok())
-        .filter_map(|o| Some((o.key.as_str(), o.written()?)))
-        .collect();
-    let mut problems = Vec::new();
-    for (n, node) in end.nodes.iter().enumerate() {
-        for (k, v) in &acked {
-            if node.get(*k).map(String::as_str) != Some(*v) {
-                problems.push(format!(
-                    "endpoint {n}: acknowledged write {k} = {v}, but it holds {:?}",
-                    node.get(*k)
-                ));
-            }
-        }
-        for (k, v) in &end.registers {
-            if node.get(k) != v.as_ref() {
-                problems.push(format!(
-                    "endpoint {n}: register {k} is {:?}, but a linearizable read gave {v:?}",
-                    node.get(k)
-                ));
-            }
-        }
-    }
-    problems
 }
 
 #[cfg(test)]
@@ -407,26 +519,34 @@ mod tests {
             outcome,
             invoke_us: 0,
             complete_us: 1,
+            node: 1,
         }
     }
 
     #[test]
-    fn durability_flags_lost_acknowledged_writes_and_diverged_registers() {
+    fn durability_flags_lost_acknowledged_writes_and_diverged_replicas() {
         let u1 = format!("{UNIQUE_PREFIX}0/1");
         let u2 = format!("{UNIQUE_PREFIX}0/2");
         let r0 = format!("{REGISTER_PREFIX}0");
         let ops = vec![put(&u1, "a", Outcome::Ok), put(&u2, "b", Outcome::Unknown)];
-        let good: BTreeMap<String, String> = [(u1.clone(), "a".into()), (r0.clone(), "x".into())].into();
+        let good = NodeDump {
+            revision: 9,
+            kvs: [(u1.clone(), "a".into()), (r0.clone(), "x".into())].into(),
+        };
         let mut end = FinalState {
-            registers: [(r0.clone(), Some("x".to_string()))].into(),
+            registers: None,
+            reads_served: true,
+            read_wait_s: 0.0,
             nodes: vec![good.clone(), good.clone()],
         };
         assert!(durability_problems(&ops, &end).is_empty());
-        // The unknown write may be missing, or present.
-        end.nodes[1].insert(u2, "b".into());
+        // The unknown write may be missing or present; replicas at other revisions may differ.
+        end.nodes[1].kvs.insert(u2, "b".into());
+        end.nodes[1].revision = 10;
         assert!(durability_problems(&ops, &end).is_empty());
-        end.nodes[0].remove(&u1);
-        end.nodes[1].insert(r0, "y".into());
+        end.nodes[1].revision = 9;
+        assert_eq!(durability_problems(&ops, &end).len(), 1);
+        end.nodes[0].kvs.remove(&u1);
         let p = durability_problems(&ops, &end);
         assert_eq!(p.len(), 2, "{p:?}");
     }

@@ -61,6 +61,9 @@ pub struct Op {
     pub invoke_us: u64,
     /// When its answer (or the client's giving up) came.
     pub complete_us: u64,
+    /// The node that answered, 0 when none did.
+    #[serde(default)]
+    pub node: u64,
 }
 
 impl Op {
@@ -188,6 +191,7 @@ mod tests {
             outcome,
             invoke_us,
             complete_us,
+            node: 0,
         }
     }
 

@@ -337,7 +337,8 @@ fn describe_violation(items: &[Item], best: &(usize, Vec<usize>, usize)) -> Stri
     s
 }
 
-/// One operation for people: client, call, outcome, invoke and return times in seconds.
+/// One operation for people: client, call, outcome, answering node, invoke and return times in
+/// seconds.
 pub fn describe(op: &Op) -> String {
     let call = match &op.call {
         Call::Read => "read".to_string(),
@@ -351,8 +352,13 @@ pub fn describe(op: &Op) -> String {
         Outcome::Failed => "failed".into(),
         Outcome::Unknown => "unknown".into(),
     };
+    let by = if op.node == 0 {
+        String::new()
+    } else {
+        format!(" by node {}", op.node)
+    };
     format!(
-        "client {} {} {call} {outcome} [{:.6} s .. {:.6} s]",
+        "client {} {} {call} {outcome}{by} [{:.6} s .. {:.6} s]",
         op.client,
         op.key,
         op.invoke_us as f64 / 1e6,

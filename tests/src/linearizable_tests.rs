@@ -12,6 +12,7 @@ fn op(client: u32, call: Call, outcome: Outcome, t: (u64, u64)) -> Op {
         outcome,
         invoke_us: t.0,
         complete_us: t.1,
+        node: 0,
     }
 }
 

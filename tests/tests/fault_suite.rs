@@ -13,7 +13,10 @@
 //! FERRY_FAULT_RUNS (default 1), FERRY_FAULT_SEED (default random; logged),
 //! FERRY_FAULT_NETNS (`auto` default: partitions when possible; `0` never; `1` required),
 //! FERRY_FAULT_STALE_READS=1 (serializable reads, which may be stale: the run should then fail,
-//! which shows the checker catches stale reads in a real history).
+//! which shows the checker catches stale reads in a real history), FERRY_FAULT_KEEP=1 (keep each
+//! run's node logs, data and history; a failed run's are always kept), FERRY_FAULT_STRICT=1 (fail
+//! a run whose linearizable reads are not served again within 60 s of the heal; by default that
+//! is reported as LIVENESS, since it says nothing about the safety this suite asserts).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,6 +47,10 @@ struct Settings {
     netns: bool,
     /// Stale-prone reads, to see the checker fail (FERRY_FAULT_STALE_READS=1).
     serializable_reads: bool,
+    /// Keep every run's dir, not only failed ones (FERRY_FAULT_KEEP=1).
+    keep: bool,
+    /// Fail a run whose linearizable reads do not come back after the heal (FERRY_FAULT_STRICT=1).
+    strict: bool,
 }
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -69,6 +76,8 @@ fn settings() -> Settings {
         seed: env_or("FERRY_FAULT_SEED", rand::random::<u32>() as u64),
         netns,
         serializable_reads: env_or("FERRY_FAULT_STALE_READS", 0) == 1,
+        keep: env_or("FERRY_FAULT_KEEP", 0) == 1,
+        strict: env_or("FERRY_FAULT_STRICT", 0) == 1,
     }
 }
 
@@ -186,24 +195,33 @@ fn sleep_s(s: f64) {
 
 /// Injects one random fault and undoes it; returns what it did, for the log.
 fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
+    // Every draw is made whatever the cluster does, so that a seed gives the same kinds and
+    // durations of faults (only which node leads can differ).
+    let kinds = if site.net.is_some() { 6 } else { 4 };
+    let (aim_leader, any, kind) = (
+        rng.random_bool(0.75),
+        rng.random_range(0..NODES),
+        rng.random_range(0..kinds),
+    );
+    let (u1, u2, other_off): (f64, f64, usize) = (rng.random(), rng.random(), rng.random_range(1..NODES));
+    let span = |lo: f64, hi: f64, u: f64| lo + (hi - lo) * u;
     let leader = site.leader();
     // Mostly the leader: that is where faults hurt.
     let (target, who) = match leader {
-        Some(l) if rng.random_bool(0.75) => (l, "leader"),
-        _ => (rng.random_range(0..NODES), "a node"),
+        Some(l) if aim_leader => (l, "leader"),
+        _ => (any, "a node"),
     };
     let id = target + 1;
-    let kinds = if site.net.is_some() { 6 } else { 4 };
-    match rng.random_range(0..kinds) {
+    match kind {
         0 => {
-            let down = rng.random_range(0.1..3.0);
+            let down = span(0.1, 3.0, u1);
             site.nodes[target].kill();
             sleep_s(down);
             site.nodes[target].spawn();
             format!("SIGKILL {who} (node {id}), restarted after {down:.1} s")
         }
         1 => {
-            let pause = rng.random_range(0.3..5.0);
+            let pause = span(0.3, 5.0, u1);
             site.nodes[target].pause();
             sleep_s(pause);
             site.nodes[target].resume();
@@ -212,7 +230,7 @@ fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
         2 => {
             // The leader for ~3 s, then whoever leads next for ~3 s.
             let l1 = leader.unwrap_or(target);
-            let (p1, p2) = (rng.random_range(2.0..4.0), rng.random_range(2.0..4.0));
+            let (p1, p2) = (span(2.0, 4.0, u1), span(2.0, 4.0, u2));
             site.nodes[l1].pause();
             sleep_s(p1);
             site.nodes[l1].resume();
@@ -228,8 +246,8 @@ fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
         }
         3 => {
             // Quorum lost for a while: the leader and one more node die.
-            let other = (target + rng.random_range(1..NODES)) % NODES;
-            let down = rng.random_range(0.5..4.0);
+            let other = (target + other_off) % NODES;
+            let down = span(0.5, 4.0, u1);
             site.nodes[target].kill();
             site.nodes[other].kill();
             sleep_s(down);
@@ -242,7 +260,7 @@ fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
         }
         4 => {
             let net = site.net.as_ref().expect("only with namespaces");
-            let t = rng.random_range(1.0..8.0);
+            let t = span(1.0, 8.0, u1);
             net.isolate(id, true).expect("isolating a node");
             sleep_s(t);
             net.isolate(id, false).expect("reconnecting a node");
@@ -250,7 +268,7 @@ fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
         }
         _ => {
             let net = site.net.as_ref().expect("only with namespaces");
-            let t = rng.random_range(1.0..8.0);
+            let t = span(1.0, 8.0, u1);
             net.cut_peers(id, true).expect("cutting a node from its peers");
             sleep_s(t);
             net.cut_peers(id, false).expect("restoring a node's peers");
@@ -267,6 +285,8 @@ struct RunResult {
     write_gap: (u64, u64),
     /// From the heal to the first successful read and write begun after it.
     recovery: (Option<u64>, Option<u64>),
+    /// Whether linearizable reads were served again at the end.
+    reads_back: bool,
     check_steps: u64,
 }
 
@@ -293,7 +313,12 @@ fn run_once(run: u32, seed: u64, s: &Settings) -> RunResult {
     let mut site = Site::start(s.netns);
     eprintln!("  cluster up in {:.1} s", started.elapsed().as_secs_f64());
     match faults_and_checks(&mut site, run, seed, s) {
-        Ok(r) => r,
+        Ok(r) => {
+            if s.keep {
+                eprintln!("run {run}: node logs, data and history kept in {}", site.keep());
+            }
+            r
+        }
         Err(e) => {
             let kept = site.keep();
             panic!("run {run} (seed {seed}): {e}\nnode logs, data and history kept in {kept}");
@@ -343,7 +368,16 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
     eprintln!("  [{:6.1} s] workload done", t0.elapsed().as_secs_f64());
     let status = site
         .client()
-        .args(["final", "--keys", &KEYS.to_string(), "--secs", "120", "--out"])
+        .args([
+            "final",
+            "--keys",
+            &KEYS.to_string(),
+            "--secs",
+            "120",
+            "--read-secs",
+            "60",
+            "--out",
+        ])
         .arg(&end_path)
         .status()
         .expect("running the final read");
@@ -365,8 +399,27 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
         history::first_after(&ops, healed_us, Op::read_ok),
         history::first_after(&ops, healed_us, Op::write_ok),
     );
+    let reads_back = end.reads_served;
+    if !reads_back {
+        eprintln!(
+            "LIVENESS: run {run} (seed {seed}): linearizable reads were still not served {:.0} s after the \
+             closing write, with every fault healed; the registers' final values were {}",
+            end.read_wait_s,
+            if end.registers.is_some() {
+                "confirmed by guarded transactions instead"
+            } else {
+                "not confirmed either"
+            }
+        );
+        if s.strict {
+            return Err("linearizable reads did not come back after the heal (FERRY_FAULT_STRICT=1)".into());
+        }
+    }
+    if end.registers.is_none() {
+        return Err("the registers' final values could be neither read nor confirmed by a transaction".into());
+    }
     // The closing reads came after every operation ended.
-    for (key, value) in &end.registers {
+    for (key, value) in end.registers.iter().flatten() {
         ops.push(Op {
             client: u32::MAX,
             key: key.clone(),
@@ -374,6 +427,7 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
             outcome: Outcome::Read { value: value.clone() },
             invoke_us: end_us + 1,
             complete_us: end_us + 2,
+            node: 0,
         });
     }
     let check_start = Instant::now();
@@ -426,6 +480,7 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
         read_gap,
         write_gap,
         recovery,
+        reads_back,
         check_steps: report.steps,
     })
 }
@@ -452,7 +507,8 @@ fn histories_stay_linearizable_and_acknowledged_writes_survive_faults() {
     eprintln!(
         "fault suite: {} run(s) from seed {}, {} faults, {} ops, {} checker steps; \
          longest with no successful read {}, with no successful write {}; \
-         after the heal, first read within {}, first write within {}",
+         after the heal, first read within {}, first write within {}; \
+         {} run(s) where linearizable reads never came back",
         results.len(),
         s.seed,
         results.iter().map(|r| r.faults).sum::<usize>(),
@@ -462,5 +518,6 @@ fn histories_stay_linearizable_and_acknowledged_writes_survive_faults() {
         secs(Some(max(|r| r.write_gap.0))),
         secs(worst(|r| r.recovery.0)),
         secs(worst(|r| r.recovery.1)),
+        results.iter().filter(|r| !r.reads_back).count(),
     );
 }

@@ -57,8 +57,12 @@ enum Cmd {
     Final {
         #[arg(long, default_value_t = 4)]
         keys: u32,
+        /// Give up the closing write and the catching up after this many seconds.
         #[arg(long, default_value_t = 60)]
         secs: u64,
+        /// Give up the closing linearizable reads after this many seconds.
+        #[arg(long, default_value_t = 60)]
+        read_secs: u64,
         #[arg(long)]
         out: std::path::PathBuf,
     },
@@ -101,8 +105,14 @@ async fn main() -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string(&v)?);
             }
         }
-        Cmd::Final { keys, secs, out } => {
-            let state = fault_client::final_state(&endpoints, keys, Duration::from_secs(secs)).await?;
+        Cmd::Final {
+            keys,
+            secs,
+            read_secs,
+            out,
+        } => {
+            let (within, reads) = (Duration::from_secs(secs), Duration::from_secs(read_secs));
+            let state = fault_client::final_state(&endpoints, keys, within, reads).await?;
             std::fs::write(&out, serde_json::to_string(&state)?)?;
         }
     }
