@@ -31,6 +31,20 @@ pub enum Role {
     },
 }
 
+/// The leader and epoch that broker `me`'s replica in `role` copies from, or `None` when it
+/// copies nothing: it leads, no replica leads, or it is on its way out (in `removing`) and not
+/// in the ISR. Such a replica is never needed again: it cannot be elected cleanly, a completed
+/// move drops it, and only a cancel or a new target that keeps it (when it is wanted, and
+/// fetches, again) could. Its copy would only compete with the throttled moves for the bandwidth
+/// the throttle protects. Kafka's brokers fetch there; Ferry does not, on purpose.
+pub fn fetch_source(me: i32, role: Role, meta: &PartitionState) -> Option<(i32, u32)> {
+    let Role::Follower { leader, epoch } = role else {
+        return None;
+    };
+    let leaving_out_of_sync = meta.removing.contains(&me) && !meta.isr.contains(&me);
+    (leader >= 0 && !leaving_out_of_sync).then_some((leader, epoch))
+}
+
 /// An error answered to a client: Kafka's code and a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -183,6 +197,12 @@ impl Replica {
         changed.then_some(role)
     }
 
+    /// Where this replica copies from now, by [`fetch_source`] over its role and stored state.
+    pub fn fetch_source(&self) -> Option<(i32, u32)> {
+        let st = self.state.lock();
+        fetch_source(self.broker_id, st.role, &st.meta)
+    }
+
     /// Recomputes the leader's high watermark; returns it.
     pub fn update_high_watermark(&self) -> i64 {
         let mut st = self.state.lock();
@@ -229,5 +249,57 @@ impl Replica {
                 _ => return done(self),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(replicas: &[i32], removing: &[i32], leader: i32, isr: &[i32]) -> PartitionState {
+        PartitionState {
+            replicas: replicas.to_vec(),
+            removing: removing.to_vec(),
+            leader,
+            leader_epoch: 7,
+            isr: isr.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn follower(leader: i32) -> Role {
+        Role::Follower { leader, epoch: 7 }
+    }
+
+    #[test]
+    fn a_follower_fetches_from_its_leader_and_a_leader_or_a_leaderless_one_does_not() {
+        let s = state(&[1, 2, 3], &[], 1, &[1, 2]);
+        assert_eq!(fetch_source(2, follower(1), &s), Some((1, 7)));
+        assert_eq!(
+            fetch_source(3, follower(1), &s),
+            Some((1, 7)),
+            "out of sync, not leaving"
+        );
+        assert_eq!(fetch_source(1, Role::Leader { epoch: 7 }, &s), None);
+        assert_eq!(fetch_source(2, follower(-1), &state(&[1, 2], &[], -1, &[2])), None);
+    }
+
+    #[test]
+    fn a_replica_on_its_way_out_fetches_only_while_in_sync() {
+        // [1,2,3] -> [4,5,6] superseded by [1,2,4]: RS [1,2,4,5,6,3], removing 5, 6 and 3.
+        let s = state(&[1, 2, 4, 5, 6, 3], &[5, 6, 3], 1, &[1, 2, 3]);
+        assert_eq!(fetch_source(5, follower(1), &s), None);
+        assert_eq!(fetch_source(6, follower(1), &s), None);
+        assert_eq!(
+            fetch_source(3, follower(1), &s),
+            Some((1, 7)),
+            "in sync: still a copy to lose"
+        );
+        assert_eq!(fetch_source(4, follower(1), &s), Some((1, 7)), "adding");
+        // Wanted again (a later target keeps it, or a cancel): it fetches again.
+        let again = state(&[1, 2, 5, 4, 6, 3], &[4, 6, 3], 1, &[1, 2, 3]);
+        assert_eq!(fetch_source(5, follower(1), &again), Some((1, 7)));
+        // Dropping out of the ISR while leaving stops it.
+        assert_eq!(fetch_source(3, follower(1), &state(&[1, 2, 3], &[3], 1, &[1, 2])), None);
     }
 }

@@ -347,22 +347,33 @@ impl BrokerCore {
             });
         }
         for (tp, state, replica, _) in ready {
-            if let Some(role) = replica.apply_metadata(state) {
-                let mut fetchers = self.fetchers.lock();
+            let new_role = replica.apply_metadata(state);
+            let source = replica.fetch_source();
+            let mut fetchers = self.fetchers.lock();
+            if let Some(role) = new_role {
+                // A new leader or epoch: the old copy loop fetches from the wrong place.
                 if let Some(h) = fetchers.remove(tp) {
                     h.abort();
                 }
                 match role {
-                    Role::Leader { epoch } => {
-                        tracing::info!(replica = %replica.name(), epoch, "leading");
-                    }
+                    Role::Leader { epoch } => tracing::info!(replica = %replica.name(), epoch, "leading"),
                     Role::Follower { leader, epoch } => {
-                        tracing::info!(replica = %replica.name(), leader, epoch, "following");
-                        if leader >= 0 {
-                            fetchers.insert(tp.clone(), spawn_fetcher(self.clone(), replica.clone(), leader, epoch));
-                        }
+                        tracing::info!(replica = %replica.name(), leader, epoch, "following")
                     }
                 }
+            }
+            let fetching = fetchers.get(tp).is_some_and(|h| !h.is_finished());
+            match source {
+                Some((leader, epoch)) if !fetching => {
+                    fetchers.insert(tp.clone(), spawn_fetcher(self.clone(), replica.clone(), leader, epoch));
+                }
+                None if fetching => {
+                    if let Some(h) = fetchers.remove(tp) {
+                        h.abort();
+                    }
+                    tracing::info!(replica = %replica.name(), "stopped fetching: being removed and not in sync");
+                }
+                _ => {}
             }
         }
 

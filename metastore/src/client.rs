@@ -562,6 +562,19 @@ impl Client {
         self.call_endpoint(i, |mut c| async move { c.status(pb::StatusRequest {}).await })
             .await
     }
+
+    /// The highest Raft term any of the endpoints reports; `None` when none answers. A term
+    /// that moved over a run means elections happened in it.
+    pub async fn highest_term(&self) -> Option<u64> {
+        let mut term = None;
+        for i in 0..self.endpoints().len() {
+            if let Ok(s) = self.status_of(i).await {
+                let t = s.header.map_or(0, |h| h.raft_term);
+                term = Some(term.map_or(t, |m: u64| m.max(t)));
+            }
+        }
+        term
+    }
 }
 
 /// What [`Client::follow`] delivers.

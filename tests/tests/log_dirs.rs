@@ -214,6 +214,12 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
         let cur = cur.expect("k-0 is on broker 4");
         if !moving {
             let to = other_dir(&d, &cur);
+            // The restarted broker may not have registered again yet (the checks above can pass
+            // on its old registration), and `ferry log-dirs` finds it by its registration.
+            wait_until(Duration::from_secs(30), "broker 4 registered", || async {
+                c.brokers().await.is_ok_and(|b| b.iter().any(|b| b.id == 4))
+            })
+            .await;
             move_replica(&f, "k-0", &to);
         }
         let wait_ms = rng.random_range(0..2000);

@@ -50,11 +50,25 @@ fn installed_bin_dir(scratch: &Path) -> PathBuf {
     bin
 }
 
+/// How long one walkthrough command may take: `--progress --watch` waits for the move to end,
+/// and a move that never ends must fail the test, not hang it.
+const COMMAND_LIMIT_SECS: &str = "300";
+
+/// The last lines of dev's log that name the walkthrough's topic or an error.
+fn dev_log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("walk") || l.contains("ERROR") || l.contains("WARN"))
+        .collect();
+    lines[lines.len().saturating_sub(150)..].join("\n")
+}
+
 /// Runs one command through `sh` in `dir`, with `bin` first on the PATH.
 fn sh(dir: &Path, bin: &Path, command: &str) -> (bool, String) {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let out = Command::new("sh")
-        .args(["-c", command])
+    let out = Command::new("timeout")
+        .args([COMMAND_LIMIT_SECS, "sh", "-c", command])
         .current_dir(dir)
         .env("PATH", path)
         .output()
@@ -78,12 +92,16 @@ async fn the_readme_walkthrough_works_as_written() {
     let scratch = tempfile::tempdir().unwrap();
     let bin = installed_bin_dir(scratch.path());
     let dir = tempfile::tempdir().unwrap();
+    // Dev's log goes to a file whose lines about the walkthrough's topic a failure shows.
+    let log_path = scratch.path().join("dev.log");
+    let log = std::fs::File::create(&log_path).unwrap();
     let _dev = Dev(Command::new(ferry_bin())
         .arg("dev")
         .current_dir(dir.path())
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", "info,openraft=warn")
+        .env("NO_COLOR", "1")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("starting ferry dev"));
     let c = ClusterClient::new(&["127.0.0.1:7701".to_string()]).unwrap();
@@ -98,7 +116,11 @@ async fn the_readme_walkthrough_works_as_written() {
         let b = bin.clone();
         let cmd = command.clone();
         let (ok, out) = tokio::task::spawn_blocking(move || sh(&d, &b, &cmd)).await.unwrap();
-        assert!(ok, "`{command}` failed:\n{out}");
+        assert!(
+            ok,
+            "`{command}` failed:\n{out}\nferry dev's log:\n{}",
+            dev_log_tail(&log_path)
+        );
         outputs.push((command.clone(), out));
     }
     let out_of = |prefix: &str| -> Vec<&String> {

@@ -822,13 +822,5 @@ async fn raft_term(backend: &str, endpoints: &[String]) -> Option<u64> {
     if backend != "ferry" {
         return None;
     }
-    let client = Client::new(endpoints).ok()?;
-    let mut term = None;
-    for i in 0..endpoints.len() {
-        if let Ok(s) = client.status_of(i).await {
-            let t = s.header.map_or(0, |h| h.raft_term);
-            term = Some(term.map_or(t, |m: u64| m.max(t)));
-        }
-    }
-    term
+    Client::new(endpoints).ok()?.highest_term().await
 }

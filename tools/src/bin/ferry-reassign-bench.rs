@@ -41,6 +41,10 @@ struct Args {
     /// brokers writes the cluster's own keys.
     #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     cluster_credential_file: Option<std::path::PathBuf>,
+    /// Instead of the sizes, send requests just over each default limit and report the
+    /// servers' resident memory before and their peak after (each must be refused).
+    #[arg(long)]
+    over_limit: bool,
 }
 
 /// A metastore client that carries the credential when one is given.
@@ -86,11 +90,121 @@ async fn unregister_fake(
     Ok(())
 }
 
-fn peak_rss_mib(pid: u32) -> Option<f64> {
+/// A memory figure of `/proc/<pid>/status` (`VmHWM`: the peak; `VmRSS`: now) in MiB.
+fn rss_mib(pid: u32, field: &str) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
     let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb / 1024.0)
+}
+
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    rss_mib(pid, "VmHWM:")
+}
+
+/// Requests just over each default limit; every one must be refused, naming its limit.
+async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> anyhow::Result<()> {
+    let limits = controller::limits::RequestLimits::default();
+    let over_topic = limits.max_partitions_per_topic + 1;
+    let over_request = limits.max_partitions_per_request + 1;
+    let before: Vec<f64> = pids.iter().filter_map(|p| rss_mib(*p, "VmRSS:")).collect();
+    println!(
+        "request                                             refused_with                    peak_rss_mib_per_node"
+    );
+    let report = |what: &str, refusal: String| {
+        let peaks: Vec<String> = pids
+            .iter()
+            .filter_map(|p| peak_rss_mib(*p))
+            .map(|v| format!("{v:.0}"))
+            .collect();
+        println!(
+            "{what:<51} {:<31} {}",
+            refusal.chars().take(31).collect::<String>(),
+            peaks.join(",")
+        );
+        println!(
+            "{}",
+            serde_json::json!({"workload": "over_limit", "request": what, "refusal": refusal, "peak_rss_mib": peaks})
+        );
+    };
+    let create = |topic: NewTopic| CreateTopicsRequest {
+        topics: vec![topic],
+        validate_only: false,
+    };
+    let refused_create = |r: CreateTopicsResponse| {
+        r.results
+            .iter()
+            .find(|r| r.error_code != 0)
+            .map(|r| r.error_message.clone())
+    };
+    // A count: the work it asks for is 2^31 records from a request of a few bytes.
+    let req = create(NewTopic {
+        topic: "over-count".into(),
+        partitions: i32::MAX,
+        replication_factor: 3,
+        ..Default::default()
+    });
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.create_topics(req).await }
+        })
+        .await?;
+    let refusal = refused_create(r).context("a topic of 2^31 - 1 partitions was created")?;
+    report("CreateTopics partitions=2147483647 rf=3", refusal);
+    // An explicit assignment one partition over the topic limit.
+    let req = create(NewTopic {
+        topic: "over-assignment".into(),
+        partitions: -1,
+        replication_factor: -1,
+        assignment: (0..over_topic).map(|_| Replicas { brokers: vec![1, 2, 3] }).collect(),
+        ..Default::default()
+    });
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.create_topics(req).await }
+        })
+        .await?;
+    let refusal = refused_create(r).context("an over-limit assignment was created")?;
+    report(&format!("CreateTopics assignment of {over_topic} x 3"), refusal);
+    // A reassignment one partition over the request limit.
+    let req = AlterPartitionReassignmentsRequest {
+        partitions: (0..over_request)
+            .map(|p| ReassignmentTarget {
+                topic: "over-move".into(),
+                partition: p,
+                replicas: Some(Replicas { brokers: vec![1, 2, 3] }),
+                log_dirs: vec![],
+            })
+            .collect(),
+        throttle_rate: None,
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.alter_partition_reassignments(req).await }
+        })
+        .await?;
+    if r.error_code == 0 {
+        bail!("a reassignment of {over_request} partitions was accepted");
+    }
+    report(
+        &format!("AlterPartitionReassignments of {over_request}"),
+        r.error_message,
+    );
+    // One message over the byte limit.
+    let big = limits.max_request_bytes + (1 << 20);
+    match m.put("/over-limit", vec![0u8; big]).await {
+        Ok(_) => bail!("a put of {big} bytes was accepted"),
+        Err(e) => report(&format!("Put of {} MiB", big >> 20), e.to_string()),
+    }
+    println!(
+        "resident before: {} MiB",
+        before.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>().join(",")
+    );
+    Ok(())
 }
 
 async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> anyhow::Result<()> {
@@ -183,8 +297,14 @@ async fn main() -> anyhow::Result<()> {
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
     register_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
-    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib");
+    let m = metastore::Client::new(&endpoints)?;
+    if a.over_limit {
+        over_limit(&c, &m, &a.server_pids).await?;
+        return unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await;
+    }
+    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib  term_start  term_end");
     for n in a.partitions {
+        let term_start = m.highest_term().await.unwrap_or(0);
         let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
         let t = Instant::now();
         let req = CreateTopicsRequest {
@@ -260,13 +380,16 @@ async fn main() -> anyhow::Result<()> {
             .iter()
             .filter_map(|p| peak_rss_mib(*p))
             .fold(0.0f64, f64::max);
+        // A term that moved means the requests caused elections.
+        let term_end = m.highest_term().await.unwrap_or(0);
         println!(
-            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}"
+            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}  {term_start:>10}  {term_end:>8}"
         );
         println!(
             "{}",
             serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
-                "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak})
+                "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak,
+                "raft_term_start": term_start, "raft_term_end": term_end})
         );
         let del = DeleteTopicsRequest { topics: vec![topic] };
         c.admin_call(|mut a| {
