@@ -77,20 +77,10 @@ impl AdminService {
     }
 }
 
-/// A refused request: Kafka's code and a message for people.
-#[derive(Debug, Clone)]
-pub struct Refusal {
-    /// Kafka's code.
-    pub code: ErrorCode,
-    /// Names the field or partition and the reason.
-    pub message: String,
-}
+pub use proto::errors::Refusal;
 
 fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal {
-        code,
-        message: message.into(),
-    })
+    Err(Refusal::new(code, message))
 }
 
 fn status(e: metastore::ClientError) -> Status {

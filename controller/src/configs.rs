@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use metastore::Client;
 use prost::Message;
-use proto::errors::ErrorCode;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::config_resource::Type;
 use proto::ferry::*;
 use proto::{keys, topic_config};
@@ -21,9 +21,9 @@ fn refused(code: ErrorCode, message: String) -> AlterConfigsResponse {
     }
 }
 
-fn broker_id(name: &str) -> Result<i32, (ErrorCode, String)> {
+fn broker_id(name: &str) -> Result<i32, Refusal> {
     name.parse::<i32>().ok().filter(|id| *id >= 0).ok_or_else(|| {
-        (
+        Refusal::new(
             ErrorCode::INVALID_REQUEST,
             format!("broker {name:?} is not a broker id"),
         )
@@ -41,11 +41,11 @@ enum Record {
 async fn read(
     client: &Client,
     r: &ConfigResource,
-) -> Result<Result<(HashMap<String, String>, u64, Record), (ErrorCode, String)>, metastore::ClientError> {
+) -> Result<Result<(HashMap<String, String>, u64, Record), Refusal>, metastore::ClientError> {
     match Type::try_from(r.r#type) {
         Ok(Type::Topic) => {
             let Some(kv) = client.get(&keys::topic(&r.name)).await? else {
-                return Ok(Err((
+                return Ok(Err(Refusal::new(
                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("Topic '{}' does not exist.", r.name),
                 )));
@@ -69,7 +69,7 @@ async fn read(
                 Record::Broker(rec.auto_remove.unwrap_or_default()),
             )))
         }
-        Err(_) => Ok(Err((
+        Err(_) => Ok(Err(Refusal::new(
             ErrorCode::INVALID_REQUEST,
             format!("unknown resource type {}", r.r#type),
         ))),
@@ -89,7 +89,7 @@ pub async fn describe(
                 config,
                 ..Default::default()
             },
-            Err((code, message)) => ConfigEntries {
+            Err(Refusal { code, message }) => ConfigEntries {
                 resource: Some(r),
                 error_code: code.0,
                 error_message: message,
@@ -112,7 +112,7 @@ pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterCon
     for _ in 0..5 {
         let (mut config, rev, record) = match read(client, &r).await? {
             Ok(x) => x,
-            Err((code, message)) => return Ok(refused(code, message)),
+            Err(Refusal { code, message }) => return Ok(refused(code, message)),
         };
         let checked = match record {
             Record::Topic(_) => topic_config::validate(&req.set),

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use proto::errors::ErrorCode;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::{BrokerRegistration, PartitionState};
 
 /// No leader.
@@ -78,32 +78,23 @@ pub fn on_brokers_changed(state: &PartitionState, live: &BTreeSet<i32>, election
     finish(state, new)
 }
 
-/// Why a preferred-leader election did not happen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotElected {
-    /// Kafka's code.
-    pub code: ErrorCode,
-    /// For people.
-    pub message: String,
-}
-
 /// Moves leadership to the preferred replica (the first in the replica set) when it is live and
 /// in sync.
-pub fn elect_preferred(state: &PartitionState, live: &BTreeSet<i32>) -> Result<PartitionState, NotElected> {
+pub fn elect_preferred(state: &PartitionState, live: &BTreeSet<i32>) -> Result<PartitionState, Refusal> {
     let Some(&preferred) = state.replicas.first() else {
-        return Err(NotElected {
+        return Err(Refusal {
             code: ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE,
             message: "the partition has no replicas".into(),
         });
     };
     if state.leader == preferred {
-        return Err(NotElected {
+        return Err(Refusal {
             code: ErrorCode::ELECTION_NOT_NEEDED,
             message: format!("broker {preferred} already leads"),
         });
     }
     if !live.contains(&preferred) || !state.isr.contains(&preferred) {
-        return Err(NotElected {
+        return Err(Refusal {
             code: ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE,
             message: format!("preferred replica {preferred} is not live and in sync"),
         });
@@ -116,20 +107,16 @@ pub fn elect_preferred(state: &PartitionState, live: &BTreeSet<i32>) -> Result<P
 }
 
 /// Elects a leader for a partition that has none (or whose leader is gone), unclean if asked.
-pub fn elect_any(
-    state: &PartitionState,
-    live: &BTreeSet<i32>,
-    election: Election,
-) -> Result<PartitionState, NotElected> {
+pub fn elect_any(state: &PartitionState, live: &BTreeSet<i32>, election: Election) -> Result<PartitionState, Refusal> {
     if state.leader != NO_LEADER && live.contains(&state.leader) {
-        return Err(NotElected {
+        return Err(Refusal {
             code: ErrorCode::ELECTION_NOT_NEEDED,
             message: format!("broker {} leads", state.leader),
         });
     }
     match on_brokers_changed(state, live, election) {
         Some(new) if new.leader != NO_LEADER => Ok(new),
-        _ => Err(NotElected {
+        _ => Err(Refusal {
             code: ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE,
             message: "no live replica is eligible to lead".into(),
         }),
@@ -151,8 +138,8 @@ pub struct IsrChange {
 
 /// Checks and applies an ISR change. A stale leader or a stale view is refused, so that only the
 /// current leader, knowing the current state, changes the ISR.
-pub fn alter_isr(state: &PartitionState, req: &IsrChange, live: &BTreeSet<i32>) -> Result<PartitionState, NotElected> {
-    let refuse = |code, message: String| Err(NotElected { code, message });
+pub fn alter_isr(state: &PartitionState, req: &IsrChange, live: &BTreeSet<i32>) -> Result<PartitionState, Refusal> {
+    let refuse = |code, message: String| Err(Refusal { code, message });
     if req.leader != state.leader || req.leader_epoch != state.leader_epoch {
         return refuse(
             ErrorCode::FENCED_LEADER_EPOCH,
@@ -209,12 +196,12 @@ pub fn check_joiners(
     new_isr: &[i32],
     joining: &HashMap<i32, u64>,
     registered: &BTreeMap<i32, BrokerRegistration>,
-) -> Result<(), NotElected> {
+) -> Result<(), Refusal> {
     for r in new_isr.iter().filter(|r| !state.isr.contains(r)) {
         let fetched = joining.get(r).copied().unwrap_or(0);
         let current = registered.get(r).map(|b| b.incarnation);
         if fetched == 0 || current != Some(fetched) {
-            return Err(NotElected {
+            return Err(Refusal {
                 code: ErrorCode::INELIGIBLE_REPLICA,
                 message: format!(
                     "broker {r} caught up as process {fetched:x}, but the registered process is {}; it joins the ISR once it has registered",

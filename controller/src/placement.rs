@@ -14,6 +14,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use proto::errors::{ErrorCode, Refusal};
+
 /// A broker as placement sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerSlot {
@@ -116,27 +118,28 @@ pub fn validate_assignment(
     assignment: &[Vec<i32>],
     known_brokers: &BTreeSet<i32>,
     replication_factor: Option<usize>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
+    let invalid = |m: String| Err(Refusal::new(ErrorCode::INVALID_REPLICA_ASSIGNMENT, m));
     if assignment.is_empty() {
-        return Err("assignment has no partitions".to_string());
+        return invalid("assignment has no partitions".to_string());
     }
     // Without an explicit factor the first partition sets the expected length.
     let expected = replication_factor.unwrap_or(assignment[0].len());
     for (index, replicas) in assignment.iter().enumerate() {
         if replicas.is_empty() {
-            return Err(format!("partition {index}: empty replica list"));
+            return invalid(format!("partition {index}: empty replica list"));
         }
         let mut seen = BTreeSet::new();
         for &broker in replicas {
             if !seen.insert(broker) {
-                return Err(format!("partition {index}: broker {broker} appears twice"));
+                return invalid(format!("partition {index}: broker {broker} appears twice"));
             }
             if !known_brokers.contains(&broker) {
-                return Err(format!("partition {index}: broker {broker} is not registered"));
+                return invalid(format!("partition {index}: broker {broker} is not registered"));
             }
         }
         if replicas.len() != expected {
-            return Err(format!(
+            return invalid(format!(
                 "partition {index}: {} replicas, expected {expected}",
                 replicas.len()
             ));
@@ -675,7 +678,7 @@ mod tests {
         for (assignment, rf, expected) in cases {
             assert_eq!(
                 validate_assignment(&assignment, &known, rf),
-                Err(expected.to_string()),
+                Err(Refusal::new(ErrorCode::INVALID_REPLICA_ASSIGNMENT, expected)),
                 "{assignment:?}"
             );
         }

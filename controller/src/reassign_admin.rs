@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use metastore::Client;
 use prost::Message;
 use proto::cluster_view::ClusterView;
-use proto::errors::ErrorCode;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
@@ -145,15 +145,15 @@ fn plan_alter(
     let mut failed = false;
     for t in &req.partitions {
         let (topic, p) = (t.topic.as_str(), t.partition);
-        let outcome: Result<Change, (ErrorCode, String)> = (|| {
+        let outcome: Result<Change, Refusal> = (|| {
             if !seen.insert((topic, p)) {
-                return Err((
+                return Err(Refusal::new(
                     ErrorCode::INVALID_REQUEST,
                     format!("partition {topic}-{p} appears twice in the request"),
                 ));
             }
             let entry = view.partition(topic, p).ok_or_else(|| {
-                (
+                Refusal::new(
                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("partition {topic}-{p} does not exist"),
                 )
@@ -162,15 +162,15 @@ fn plan_alter(
             match &t.replicas {
                 Some(target) => {
                     if marker != 0 {
-                        return Err((
+                        return Err(Refusal::new(
                             ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
-                            "a cancel-all is in force; remove it (RemoveCancel) before submitting".into(),
+                            "a cancel-all is in force; remove it (RemoveCancel) before submitting",
                         ));
                     }
                     reassignment::validate_target(&target.brokers, &live)
-                        .map_err(|e| (ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("{topic}-{p}: {e}")))?;
+                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
                     reassignment::validate_dirs(&target.brokers, &t.log_dirs, &view.brokers)
-                        .map_err(|(code, e)| (code, format!("{topic}-{p}: {e}")))?;
+                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
                     let sub = reassignment::submit(
                         &entry.state,
                         existing.map(|(r, _)| r),
@@ -195,13 +195,13 @@ fn plan_alter(
                 }
                 None => {
                     let Some((record, _)) = existing else {
-                        return Err((
+                        return Err(Refusal::new(
                             ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
                             format!("there is no reassignment of {topic}-{p} to cancel"),
                         ));
                     };
                     let state = reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic))
-                        .map_err(|e| (e.code, format!("{topic}-{p}: {}", e.message)))?;
+                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
                     Ok(change(topic, p, entry.mod_revision, &state, None, true))
                 }
             }
@@ -211,7 +211,7 @@ fn plan_alter(
                 changes.push(c);
                 results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
             }
-            Err((code, message)) => {
+            Err(Refusal { code, message }) => {
                 failed = true;
                 results.push(refusal(topic, p, code, message));
             }

@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use proto::errors::ErrorCode;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::{BrokerRegistration, PartitionState, ReassignmentRecord};
 
-use crate::partition_change::{bump_epochs, NotElected, NO_LEADER};
+use crate::partition_change::{bump_epochs, NO_LEADER};
 
 /// RS, adding and removing for moving from `current` replicas (first submit: the originals) to
 /// `target`. Removing is taken against the current replicas, not the originals: a replica added
@@ -41,17 +41,18 @@ pub fn target_of(state: &PartitionState) -> Vec<i32> {
 }
 
 /// Checks a target list: not empty, no broker twice, every broker registered.
-pub fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), String> {
+pub fn validate_target(target: &[i32], registered: &BTreeSet<i32>) -> Result<(), Refusal> {
+    let invalid = |m: String| Err(Refusal::new(ErrorCode::INVALID_REPLICA_ASSIGNMENT, m));
     if target.is_empty() {
-        return Err("the replica list is empty".into());
+        return invalid("the replica list is empty".into());
     }
     let mut seen = BTreeSet::new();
     for b in target {
         if !seen.insert(*b) {
-            return Err(format!("broker {b} appears twice in the replica list"));
+            return invalid(format!("broker {b} appears twice in the replica list"));
         }
         if !registered.contains(b) {
-            return Err(format!("broker {b} is not registered"));
+            return invalid(format!("broker {b} is not registered"));
         }
     }
     Ok(())
@@ -71,12 +72,12 @@ pub fn validate_dirs(
     target: &[i32],
     dirs: &[String],
     brokers: &BTreeMap<i32, BrokerRegistration>,
-) -> Result<(), (ErrorCode, String)> {
+) -> Result<(), Refusal> {
     if dirs.is_empty() {
         return Ok(());
     }
     if dirs.len() != target.len() {
-        return Err((
+        return Err(Refusal::new(
             ErrorCode::INVALID_REQUEST,
             format!(
                 "{} log_dirs for {} replicas; give one per replica",
@@ -90,7 +91,7 @@ pub fn validate_dirs(
             continue;
         }
         if !std::path::Path::new(&d).is_absolute() {
-            return Err((
+            return Err(Refusal::new(
                 ErrorCode::LOG_DIR_NOT_FOUND,
                 format!("log dir '{d}' for broker {b} is neither \"any\" nor an absolute path"),
             ));
@@ -100,7 +101,7 @@ pub fn validate_dirs(
         };
         let same = |x: &String| std::path::Path::new(x) == std::path::Path::new(&d);
         if !reg.log_dirs.iter().any(same) {
-            return Err((
+            return Err(Refusal::new(
                 ErrorCode::LOG_DIR_NOT_FOUND,
                 format!(
                     "broker {b} has no log dir '{d}' (its dirs: {})",
@@ -109,7 +110,7 @@ pub fn validate_dirs(
             ));
         }
         if reg.offline_log_dirs.iter().any(same) {
-            return Err((
+            return Err(Refusal::new(
                 ErrorCode::KAFKA_STORAGE_ERROR,
                 format!("log dir '{d}' of broker {b} is offline"),
             ));
@@ -299,14 +300,14 @@ pub fn cancel(
     record: &ReassignmentRecord,
     live: &BTreeSet<i32>,
     unclean_allowed: bool,
-) -> Result<PartitionState, NotElected> {
+) -> Result<PartitionState, Refusal> {
     let original = record.original.clone();
     let mut isr: Vec<i32> = state.isr.iter().copied().filter(|r| original.contains(r)).collect();
     if isr.is_empty() {
         match original.iter().copied().find(|r| live.contains(r)).filter(|_| unclean_allowed) {
             Some(r) => isr = vec![r],
             None => {
-                return Err(NotElected {
+                return Err(Refusal {
                     code: ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE,
                     message: format!(
                         "cancelling would leave no in-sync replica: none of the original replicas {original:?} is in the ISR {:?}",
@@ -519,28 +520,29 @@ mod tests {
         let check = |t: &[i32], d: &[&str]| validate_dirs(t, &dirs(d), &brokers);
         assert!(check(&[1, 2], &[]).is_ok());
         assert!(check(&[1, 2], &["/a1", "any"]).is_ok());
-        let (code, msg) = check(&[1, 2], &["/a1"]).unwrap_err();
+        let Refusal { code, message: msg } = check(&[1, 2], &["/a1"]).unwrap_err();
         assert_eq!(
             (code, msg.contains("1 log_dirs for 2 replicas")),
             (ErrorCode::INVALID_REQUEST, true)
         );
-        let (code, msg) = check(&[1], &["a1"]).unwrap_err();
+        let Refusal { code, message: msg } = check(&[1], &["a1"]).unwrap_err();
         assert_eq!((code, msg.contains("absolute")), (ErrorCode::LOG_DIR_NOT_FOUND, true));
-        let (code, msg) = check(&[2], &["/a1"]).unwrap_err();
+        let Refusal { code, message: msg } = check(&[2], &["/a1"]).unwrap_err();
         assert_eq!(
             (code, msg.contains("broker 2 has no log dir '/a1'")),
             (ErrorCode::LOG_DIR_NOT_FOUND, true)
         );
-        assert_eq!(check(&[1], &["/b1"]).unwrap_err().0, ErrorCode::KAFKA_STORAGE_ERROR);
+        assert_eq!(check(&[1], &["/b1"]).unwrap_err().code, ErrorCode::KAFKA_STORAGE_ERROR);
     }
 
     #[test]
     fn validation_names_the_problem() {
         let reg = live(&[1, 2]);
-        assert!(validate_target(&[], &reg).unwrap_err().contains("empty"));
-        assert!(validate_target(&[1, 1], &reg).unwrap_err().contains("twice"));
+        assert!(validate_target(&[], &reg).unwrap_err().message.contains("empty"));
+        assert!(validate_target(&[1, 1], &reg).unwrap_err().message.contains("twice"));
         assert!(validate_target(&[1, 9], &reg)
             .unwrap_err()
+            .message
             .contains("broker 9 is not registered"));
         assert!(validate_target(&[2, 1], &reg).is_ok());
     }

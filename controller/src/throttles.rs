@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use metastore::Client;
 use prost::Message;
 use proto::cluster_view::ClusterView;
-use proto::errors::ErrorCode;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
@@ -119,9 +119,9 @@ pub struct RecordWrite {
 /// Stored broker config records: by broker id, the record and its revision.
 pub type BrokerConfigs = BTreeMap<i32, (BrokerConfigRecord, u64)>;
 
-fn rate(field: &str, r: Option<i64>) -> Result<Option<String>, (ErrorCode, String)> {
+fn rate(field: &str, r: Option<i64>) -> Result<Option<String>, Refusal> {
     match r {
-        Some(r) if r < 0 => Err((
+        Some(r) if r < 0 => Err(Refusal::new(
             ErrorCode::INVALID_THROTTLE,
             format!("{field}: {r} bytes/s; a throttle must be 0 (remove) or greater"),
         )),
@@ -137,12 +137,12 @@ pub fn plan(
     req: &AlterThrottlesRequest,
     view: &ClusterView,
     brokers: &BrokerConfigs,
-) -> Result<Vec<RecordWrite>, (ErrorCode, String)> {
+) -> Result<Vec<RecordWrite>, Refusal> {
     let mut out: BTreeMap<Scope, RecordWrite> = BTreeMap::new();
     for b in &req.brokers {
         let name = format!("broker {}", b.broker);
         if !view.brokers.contains_key(&b.broker) {
-            return Err((
+            return Err(Refusal::new(
                 ErrorCode::BROKER_NOT_AVAILABLE,
                 format!("{name}: not a registered broker"),
             ));
@@ -180,7 +180,7 @@ pub fn plan(
             .get(&t.topic)
             .filter(|e| e.record.is_some())
             .ok_or_else(|| {
-                (
+                Refusal::new(
                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     format!("topic {:?}: does not exist", t.topic),
                 )
@@ -193,7 +193,8 @@ pub fn plan(
             .iter()
             .filter_map(|(k, v)| v.as_ref().filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.clone())))
             .collect();
-        topic_config::validate(&given).map_err(|e| (ErrorCode::INVALID_CONFIG, format!("topic {:?}: {e}", t.topic)))?;
+        topic_config::validate(&given)
+            .map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, format!("topic {:?}: {e}", t.topic)))?;
         let scope = Scope::Topic(t.topic.clone());
         let w = out.entry(scope.clone()).or_insert_with(|| {
             let rec = entry.record.clone().unwrap_or_default();
@@ -274,7 +275,7 @@ pub async fn alter(
         let brokers = load_broker_configs(client).await?;
         let writes = match plan(&req, &view, &brokers) {
             Ok(w) => w,
-            Err((code, message)) => {
+            Err(Refusal { code, message }) => {
                 return Ok(AlterThrottlesResponse {
                     error_code: code.0,
                     error_message: format!("nothing was changed: {message}"),
@@ -458,23 +459,26 @@ mod tests {
         let mut r = req(true);
         r.brokers[0].broker = 9;
         assert_eq!(
-            plan(&r, &v, &BTreeMap::new()).unwrap_err().0,
+            plan(&r, &v, &BTreeMap::new()).unwrap_err().code,
             ErrorCode::BROKER_NOT_AVAILABLE
         );
         let mut r = req(true);
         r.brokers[0].leader_rate = Some(-5);
-        let (code, msg) = plan(&r, &v, &BTreeMap::new()).unwrap_err();
+        let Refusal { code, message: msg } = plan(&r, &v, &BTreeMap::new()).unwrap_err();
         assert_eq!(code, ErrorCode::INVALID_THROTTLE);
         assert!(msg.contains("broker 2: leader_rate"), "{msg}");
         let mut r = req(true);
         r.topics[0].topic = "nope".into();
         assert_eq!(
-            plan(&r, &v, &BTreeMap::new()).unwrap_err().0,
+            plan(&r, &v, &BTreeMap::new()).unwrap_err().code,
             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
         );
         let mut r = req(true);
         r.topics[0].leader_replicas = Some("x:y".into());
-        assert_eq!(plan(&r, &v, &BTreeMap::new()).unwrap_err().0, ErrorCode::INVALID_CONFIG);
+        assert_eq!(
+            plan(&r, &v, &BTreeMap::new()).unwrap_err().code,
+            ErrorCode::INVALID_CONFIG
+        );
     }
 
     #[test]

@@ -55,9 +55,7 @@ fn new_partition(replicas: Vec<i32>, live: &BTreeSet<i32>) -> PartitionState {
 /// The replicas of a new topic: the explicit assignment, or placed over the live brokers. The
 /// topic's limits were checked before ([`RequestLimits::new_topic`]).
 fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal> {
-    if let Err(e) = validate_topic_name(&t.topic) {
-        return refuse(ErrorCode::INVALID_TOPIC_EXCEPTION, e);
-    }
+    validate_topic_name(&t.topic)?;
     if view.topics.contains_key(&t.topic) {
         return refuse(
             ErrorCode::TOPIC_ALREADY_EXISTS,
@@ -76,9 +74,7 @@ fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal
         }
         let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
         let known: BTreeSet<i32> = view.live_brokers();
-        if let Err(e) = placement::validate_assignment(&lists, &known, None) {
-            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, e);
-        }
+        placement::validate_assignment(&lists, &known, None)?;
         return Ok(lists);
     }
     if t.partitions <= 0 {
@@ -272,9 +268,8 @@ fn plan_partitions(
             );
         }
         let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
-        if let Err(e) = placement::validate_assignment(&lists, &view.live_brokers(), Some(rf)) {
-            return refuse(ErrorCode::INVALID_REPLICA_ASSIGNMENT, format!("new {e}"));
-        }
+        placement::validate_assignment(&lists, &view.live_brokers(), Some(rf))
+            .map_err(|e| e.context("new assignment"))?;
         lists
     };
     let mut record = topic.record.clone().unwrap_or_default();

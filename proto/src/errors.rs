@@ -68,6 +68,36 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// A refused request: Kafka's code and a message that names the field or partition and the
+/// reason. The one shape every decision refuses with; each edge (gRPC, the Kafka protocol, the
+/// CLI) maps it once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct Refusal {
+    /// Kafka's code.
+    pub code: ErrorCode,
+    /// For people: what was refused and why.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The same refusal with `context` (a partition, a field) put before its message.
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        Self {
+            message: format!("{context}: {}", self.message),
+            ..self
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

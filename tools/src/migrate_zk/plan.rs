@@ -317,7 +317,7 @@ fn duplicate(list: &[i32]) -> Option<i32> {
 /// One topic's record and partition states, or what contradicts.
 fn plan_topic(c: &ZkCluster, name: &str, t: &ZkTopic) -> Result<(TopicRecord, Vec<PartitionState>), Invalid> {
     let path = format!("{}/{name}", parse::TOPICS);
-    controller::topic_name::validate_topic_name(name).map_err(|e| invalid(&path, e))?;
+    controller::topic_name::validate_topic_name(name).map_err(|e| invalid(&path, e.message))?;
     let n = t.partitions.len() as u32;
     if t.partitions.keys().copied().ne(0..n) {
         return Err(invalid(
