@@ -15,8 +15,8 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 use tokio::task::JoinHandle;
 
-use crate::admin::{at_revision, put_op, write};
 use crate::partition_change::{self, Election};
+use crate::store::{at_revision, put_op, write};
 use crate::{reassign_admin, reassignment};
 
 /// How the active controller behaves.

@@ -5,16 +5,16 @@
 
 use metastore::Client;
 use prost::Message;
-use proto::cluster_view::{ClusterView, PartitionEntry};
-use proto::errors::ErrorCode;
+use proto::cluster_view::PartitionEntry;
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::admin_server::Admin;
 use proto::ferry::*;
 use proto::keys;
-use proto::metastore as pb;
 use tonic::{Request, Response, Status};
 
 use crate::limits::RequestLimits;
 use crate::partition_change::{self, Election, IsrChange};
+use crate::store::{at_revision, load_partition_view, load_view, put_op, write};
 use crate::{configs, reassign_admin, reassign_progress, reassignment, topics_admin};
 
 /// Serves `Admin` over a metastore client.
@@ -77,86 +77,12 @@ impl AdminService {
     }
 }
 
-pub use proto::errors::Refusal;
-
 fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal::new(code, message))
 }
 
 fn status(e: metastore::ClientError) -> Status {
     Status::unavailable(format!("metastore: {e}"))
-}
-
-/// Reads everything under `/brokers/` linearizably.
-pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::ClientError> {
-    let resp = client
-        .range_req(pb::RangeRequest {
-            prefix: "/brokers/".into(),
-            ..Default::default()
-        })
-        .await?;
-    Ok(crate::off_runtime(move || {
-        let mut view = ClusterView::default();
-        view.apply_all(
-            true,
-            resp.kvs
-                .iter()
-                .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
-        );
-        view
-    })
-    .await)
-}
-
-/// Reads one partition and the broker registrations: the view an ISR change or a dir report
-/// needs, small enough to read for each of them.
-pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result<ClusterView, metastore::ClientError> {
-    let key = keys::partition(topic, p);
-    let mut view = ClusterView::default();
-    if let Some(kv) = client.get(&key).await? {
-        view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
-    }
-    let brokers = client
-        .range_req(pb::RangeRequest {
-            prefix: keys::BROKER_IDS.into(),
-            ..Default::default()
-        })
-        .await?;
-    for kv in &brokers.kvs {
-        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
-    }
-    Ok(view)
-}
-
-/// A put of a protobuf value.
-pub fn put_op(key: String, value: &impl Message) -> pb::Op {
-    pb::Op {
-        op: Some(pb::op::Op::Put(pb::PutOp {
-            key,
-            value: value.encode_to_vec().into(),
-            lease: 0,
-        })),
-    }
-}
-
-/// A guard that the key is still at `rev` (0: still absent).
-pub fn at_revision(key: String, rev: u64) -> pb::Guard {
-    pb::Guard {
-        key,
-        check: Some(pb::guard::Check::ModRevision(rev)),
-    }
-}
-
-/// Writes a transaction; `Ok(false)` when a guard failed (someone changed the metadata first).
-pub async fn write(client: &Client, guards: Vec<pb::Guard>, ops: Vec<pb::Op>) -> Result<bool, metastore::ClientError> {
-    let resp = client
-        .txn(pb::TxnRequest {
-            guards,
-            ops,
-            request_id: String::new(),
-        })
-        .await?;
-    Ok(resp.succeeded)
 }
 
 fn partition_result(topic: &str, partition: u32, r: Result<(), Refusal>) -> PartitionResult {

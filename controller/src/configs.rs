@@ -12,7 +12,7 @@ use proto::ferry::config_resource::Type;
 use proto::ferry::*;
 use proto::{keys, topic_config};
 
-use crate::admin::{at_revision, put_op, write};
+use crate::store::{at_revision, put_op, write};
 
 fn refused(code: ErrorCode, message: String) -> AlterConfigsResponse {
     AlterConfigsResponse {

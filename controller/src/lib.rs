@@ -12,6 +12,7 @@ pub mod placement;
 pub mod reassign_admin;
 pub mod reassign_progress;
 pub mod reassignment;
+pub mod store;
 pub mod throttles;
 pub mod topic_name;
 pub mod topics_admin;

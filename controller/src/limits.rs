@@ -7,7 +7,7 @@
 use proto::errors::ErrorCode;
 use proto::ferry::{AlterPartitionReassignmentsRequest, CreatePartitionsRequest, CreateTopicsRequest, NewTopic};
 
-use crate::admin::Refusal;
+use proto::errors::Refusal;
 
 /// `max.partitions.per.topic`.
 pub const MAX_PARTITIONS_PER_TOPIC: &str = "max.partitions.per.topic";

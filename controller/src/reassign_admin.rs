@@ -12,8 +12,8 @@ use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
 
-use crate::admin::{at_revision, load_view, put_op, write};
 use crate::reassignment;
+use crate::store::{at_revision, load_view, put_op, write};
 
 /// In-flight reassignments by partition, with their key's revision.
 pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
@@ -474,7 +474,7 @@ pub async fn assign_replica_dir(
 ) -> Result<AssignReplicaDirResponse, metastore::ClientError> {
     let name = format!("{}-{}", req.topic, req.partition);
     for _ in 0..ATTEMPTS {
-        let view = crate::admin::load_partition_view(client, &req.topic, req.partition).await?;
+        let view = crate::store::load_partition_view(client, &req.topic, req.partition).await?;
         let Some(entry) = view.partition(&req.topic, req.partition) else {
             return Ok(AssignReplicaDirResponse {
                 error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,

@@ -15,8 +15,8 @@ use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
 
-use crate::admin::{at_revision, load_view, put_op, write};
 use crate::reassignment::is_moving;
+use crate::store::{at_revision, load_view, put_op, write};
 
 /// Where a record's auto-remove throttles apply.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -11,11 +11,12 @@ use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
 
-use crate::admin::{at_revision, load_view, put_op, write, Refusal};
 use crate::limits::RequestLimits;
 use crate::partition_change::NO_LEADER;
 use crate::placement::{self, BrokerSlot};
+use crate::store::{at_revision, load_view, put_op, write};
 use crate::topic_name::validate_topic_name;
+use proto::errors::Refusal;
 
 fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
     Err(Refusal {

@@ -1,0 +1,81 @@
+//! The metastore reads and writes every controller module shares: the cluster view, guarded
+//! transactions and their parts. A leaf: it uses no other module of this crate, so the admin
+//! service and the modules it calls can all use it without import cycles.
+
+use metastore::Client;
+use prost::Message;
+use proto::cluster_view::ClusterView;
+use proto::keys;
+use proto::metastore as pb;
+
+/// Reads everything under `/brokers/` linearizably.
+pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::ClientError> {
+    let resp = client
+        .range_req(pb::RangeRequest {
+            prefix: "/brokers/".into(),
+            ..Default::default()
+        })
+        .await?;
+    Ok(crate::off_runtime(move || {
+        let mut view = ClusterView::default();
+        view.apply_all(
+            true,
+            resp.kvs
+                .iter()
+                .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
+        );
+        view
+    })
+    .await)
+}
+
+/// Reads one partition and the broker registrations: the view an ISR change or a dir report
+/// needs, small enough to read for each of them.
+pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result<ClusterView, metastore::ClientError> {
+    let key = keys::partition(topic, p);
+    let mut view = ClusterView::default();
+    if let Some(kv) = client.get(&key).await? {
+        view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    let brokers = client
+        .range_req(pb::RangeRequest {
+            prefix: keys::BROKER_IDS.into(),
+            ..Default::default()
+        })
+        .await?;
+    for kv in &brokers.kvs {
+        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    Ok(view)
+}
+
+/// A put of a protobuf value.
+pub fn put_op(key: String, value: &impl Message) -> pb::Op {
+    pb::Op {
+        op: Some(pb::op::Op::Put(pb::PutOp {
+            key,
+            value: value.encode_to_vec().into(),
+            lease: 0,
+        })),
+    }
+}
+
+/// A guard that the key is still at `rev` (0: still absent).
+pub fn at_revision(key: String, rev: u64) -> pb::Guard {
+    pb::Guard {
+        key,
+        check: Some(pb::guard::Check::ModRevision(rev)),
+    }
+}
+
+/// Writes a transaction; `Ok(false)` when a guard failed (someone changed the metadata first).
+pub async fn write(client: &Client, guards: Vec<pb::Guard>, ops: Vec<pb::Op>) -> Result<bool, metastore::ClientError> {
+    let resp = client
+        .txn(pb::TxnRequest {
+            guards,
+            ops,
+            request_id: String::new(),
+        })
+        .await?;
+    Ok(resp.succeeded)
+}
