@@ -161,6 +161,7 @@ impl ClusterClient {
                 Err(s) => {
                     last = s.message().to_string();
                     let failed = *self.next_admin.lock() % self.admin.len();
+                    tracing::debug!(node = %self.admin_addrs[failed], code = ?s.code(), error = %s.message(), "admin call failed; trying another quorum node");
                     self.admin_failed.lock().insert(failed, std::time::Instant::now());
                     self.rotate_admin();
                     tokio::time::sleep(Duration::from_millis(200)).await;

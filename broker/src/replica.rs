@@ -162,6 +162,12 @@ impl Replica {
     /// Applies the partition's stored state; returns the new role when it changed (a new leader
     /// or epoch), so that the caller can start or stop fetching.
     pub fn apply_metadata(&self, meta: &PartitionState) -> Option<Role> {
+        // A state that breaks the partition rules is not acted on: leading or following on it
+        // could acknowledge records no ISR holds.
+        if let Err(e) = meta.check_invariants() {
+            tracing::error!(replica = %self.name(), error = %e, "ignoring a partition state that breaks the partition rules");
+            return None;
+        }
         let mut st = self.state.lock();
         let role = if meta.leader == self.broker_id {
             Role::Leader {

@@ -35,7 +35,22 @@ pub fn bump_epochs(old: &PartitionState, mut new: PartitionState) -> PartitionSt
         new.leader_epoch = old.leader_epoch + 1;
     }
     new.partition_epoch = old.partition_epoch + 1;
+    assert_step(old, &new);
     new
+}
+
+/// Asserts the partition rules on a state built from `old`. A broken rule is a bug in the rule
+/// that built it, and fails every test build; a release node logs it rather than stop the
+/// controller over one partition (a damaged imported record could otherwise crash it on
+/// every start).
+fn assert_step(old: &PartitionState, new: &PartitionState) {
+    if let Err(e) = old.check_step(new) {
+        tracing::error!(error = %e, ?old, ?new, "a partition change breaks the partition rules");
+        debug_assert!(
+            false,
+            "a partition change breaks the partition rules: {e}: {old:?} -> {new:?}"
+        );
+    }
 }
 
 /// Finishes a change: bumps the epochs that must move, or returns `None` when nothing changed.

@@ -19,6 +19,7 @@ pub mod ferry {
 pub mod cluster_view;
 pub mod errors;
 pub mod keys;
+pub mod partition_invariants;
 pub mod topic_config;
 
 /// Admin response metadata: a node that does not lead names the Raft leader's address in its

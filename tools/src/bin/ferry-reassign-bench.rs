@@ -294,6 +294,11 @@ async fn cancel_all(c: &ClusterClient) -> anyhow::Result<(f64, usize)> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
+    // RUST_LOG=broker=debug shows each failed admin call before it is retried.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     let endpoints: Vec<String> = a.bootstrap_server.split(',').map(String::from).collect();
     let c = ClusterClient::new(&endpoints)?.with_timeout(Duration::from_secs(600));
     register_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
