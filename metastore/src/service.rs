@@ -133,6 +133,16 @@ impl NodeCore {
         self.header_after(0)
     }
 
+    /// The header of a read taken at `revision`. It must be the revision of the state the read
+    /// saw, not a later one: a follower (`Client::follow`) watches from the next revision, so
+    /// a change applied between the read and its header would be skipped for good.
+    fn header_at(&self, revision: u64) -> pb::ResponseHeader {
+        pb::ResponseHeader {
+            revision,
+            ..self.header_after(0)
+        }
+    }
+
     /// The header for a write: its revision is at least the write's own, even when this node
     /// (a follower that forwarded it) has not applied it yet, so a client can wait for it.
     fn header_after(&self, written: u64) -> pb::ResponseHeader {
@@ -513,9 +523,12 @@ impl Metastore for MetastoreService {
         if !r.serializable {
             self.core.linearize().await?;
         }
-        let kv = self.core.sm.inner.read().state.kv.get(&r.key).map(|e| to_pb(&r.key, e));
+        let (kv, revision) = {
+            let sm = self.core.sm.inner.read();
+            (sm.state.kv.get(&r.key).map(|e| to_pb(&r.key, e)), sm.revision())
+        };
         Ok(Response::new(pb::GetResponse {
-            header: Some(self.core.header()),
+            header: Some(self.core.header_at(revision)),
             kv,
         }))
     }
@@ -530,12 +543,15 @@ impl Metastore for MetastoreService {
         // A snapshot of the map (an O(1) clone) is walked off the runtime's threads and outside
         // the state machine's lock: a range over a million partitions takes seconds, which
         // would otherwise hold up Raft's tasks on this thread and every apply.
-        let kv = self.core.sm.inner.read().state.kv.clone();
+        let (kv, revision) = {
+            let sm = self.core.sm.inner.read();
+            (sm.state.kv.clone(), sm.revision())
+        };
         let (kvs, more) = tokio::task::spawn_blocking(move || collect_range(&kv, &r, trusted))
             .await
             .map_err(|e| Status::internal(format!("range: {e}")))?;
         Ok(Response::new(pb::RangeResponse {
-            header: Some(self.core.header()),
+            header: Some(self.core.header_at(revision)),
             kvs,
             more,
         }))
