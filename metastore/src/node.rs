@@ -45,10 +45,13 @@ pub struct RaftTuning {
 impl Default for RaftTuning {
     /// A follower calls an election once it has heard nothing for the leader lease (openraft
     /// makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms here, plus at
-    /// most one tick (1.5 heartbeats), so a dead leader is replaced within about 0.9 s.
+    /// most one tick (1.5 heartbeats), so a dead leader is replaced within about 0.95 s.
+    /// openraft gives every append, the follower's fsync included, one heartbeat interval to
+    /// finish: at 50 ms, appends of big transactions timed out and were sent again on a busy
+    /// machine, so the heartbeat stays at 100 ms.
     fn default() -> Self {
         Self {
-            heartbeat_ms: 50,
+            heartbeat_ms: 100,
             election_min_ms: 200,
             election_max_ms: 400,
             snapshot_every: 20_000,
