@@ -15,7 +15,8 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 use tokio::task::JoinHandle;
 
-use crate::partition_change::{self, Election};
+use crate::partition_change::Election;
+use crate::partition_change_builder::{Built, Elect, PartitionChangeBuilder};
 use crate::store::{at_revision, put_op, write};
 use crate::{reassign_admin, reassignment};
 
@@ -79,22 +80,22 @@ pub fn plan_pass(view: &ClusterView, rebalance: bool, only: Option<&BTreeSet<(St
             None => std::borrow::Cow::Borrowed(&live),
         };
         let live = live_here.as_ref();
-        let mut next = partition_change::on_brokers_changed(&e.state, live, election);
-        if rebalance {
-            let base = next.as_ref().unwrap_or(&e.state);
-            if let Ok(n) = partition_change::elect_preferred(base, live) {
-                next = Some(n);
-            }
-        }
         // A move whose targets are all in sync completes here too (for example after a
         // controller failover between the ISR change and its completion).
-        let base = next.as_ref().unwrap_or(&e.state);
-        let (state, completes) = match reassignment::complete(base, live) {
-            Some(done) => (done, true),
-            None => match next {
-                Some(n) => (n, false),
-                None => return,
-            },
+        let elect = if rebalance {
+            Elect::PreferredIfPossible
+        } else {
+            Elect::Needed
+        };
+        let built = PartitionChangeBuilder::new(&e.state, live)
+            .election(election)
+            .brokers_changed()
+            .elect(elect)
+            .complete()
+            .build();
+        // Only asked-for elections refuse, and none is asked for here.
+        let Ok(Some(Built { state, completes })) = built else {
+            return;
         };
         out.push(PartitionWrite {
             topic: topic.to_string(),

@@ -13,9 +13,10 @@ use proto::keys;
 use tonic::{Request, Response, Status};
 
 use crate::limits::RequestLimits;
-use crate::partition_change::{self, Election, IsrChange};
+use crate::partition_change::{Election, IsrChange};
+use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
 use crate::store::{at_revision, load_partition_view, load_view, put_op, write};
-use crate::{configs, reassign_admin, reassign_progress, reassignment, topics_admin};
+use crate::{configs, reassign_admin, reassign_progress, topics_admin};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -226,14 +227,22 @@ impl Admin for AdminService {
                 ));
                 continue;
             };
-            let decided = if req.unclean {
-                partition_change::elect_any(state, &live, Election::Unclean)
+            let (election, elect) = if req.unclean {
+                (Election::Unclean, Elect::Any)
             } else {
-                partition_change::elect_preferred(state, &live)
+                (Election::Clean, Elect::Preferred)
             };
+            let decided = PartitionChangeBuilder::new(state, &live)
+                .election(election)
+                .elect(elect)
+                .build();
             let r = match decided {
-                Err(e) => refuse(e.code, e.message),
-                Ok(new) => {
+                Err(e) => Err(e),
+                Ok(None) => refuse(
+                    ErrorCode::ELECTION_NOT_NEEDED,
+                    format!("partition {topic}-{p} needs no election"),
+                ),
+                Ok(Some(Built { state: new, .. })) => {
                     let key = keys::partition(&topic, p);
                     let guards = vec![at_revision(key.clone(), *mod_revision)];
                     if write(&self.client, guards, vec![put_op(key, &new)])
@@ -289,11 +298,20 @@ impl Admin for AdminService {
             partition_epoch: req.partition_epoch,
             new_isr: req.new_isr.clone(),
         };
-        let checked = partition_change::alter_isr(&entry.state, &change, &view.live_brokers()).and_then(|n| {
-            partition_change::check_joiners(&entry.state, &n.isr, &req.joining_incarnations, &view.brokers).map(|()| n)
-        });
-        let new = match checked {
-            Ok(n) => n,
+        let live = view.live_brokers();
+        let joiners = Joiners {
+            incarnations: &req.joining_incarnations,
+            registered: &view.brokers,
+        };
+        // Completion is decided in the same transaction as the ISR change that allows it.
+        let built = PartitionChangeBuilder::new(&entry.state, &live)
+            .isr(&change, Some(joiners))
+            .complete()
+            .build();
+        let (new, completes) = match built {
+            Ok(Some(Built { state, completes })) => (state, completes),
+            // The ISR asked for is the ISR stored.
+            Ok(None) => (entry.state.clone(), false),
             Err(e) => {
                 return Ok(Response::new(AlterPartitionResponse {
                     error_code: e.code.0,
@@ -302,41 +320,38 @@ impl Admin for AdminService {
                 }))
             }
         };
-        // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
-        // would complete (or change) the very partitions the rollback is writing.
-        let joins_adding = new
-            .isr
-            .iter()
-            .any(|r| entry.state.adding.contains(r) && !entry.state.isr.contains(r));
-        if joins_adding && self.client.get(keys::REASSIGN_CANCEL).await.map_err(status)?.is_some() {
-            return Ok(Response::new(AlterPartitionResponse {
-                error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
-                error_message: format!(
-                    "{}-{}: a cancel-all is rolling back its reassignment; adding replicas do not join the ISR",
-                    req.topic, req.partition
-                ),
-                state: Some(entry.state.clone()),
-            }));
-        }
-        // Completion is decided in the same transaction as the ISR change that allows it.
-        let (new, guards, ops) = match reassignment::complete(&new, &view.live_brokers()) {
-            Some(done) => {
-                let (guards, ops) =
-                    reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &done);
-                tracing::info!(topic = req.topic, partition = req.partition, replicas = ?done.replicas, "reassignment completed");
-                (done, guards, ops)
-            }
-            None => (
-                new.clone(),
+        let (mut guards, ops) = if completes {
+            tracing::info!(topic = req.topic, partition = req.partition, replicas = ?new.replicas, "reassignment completed");
+            reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &new)
+        } else {
+            (
                 vec![at_revision(key.clone(), entry.mod_revision)],
                 vec![put_op(key, &new)],
-            ),
+            )
         };
+        // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
+        // would complete (or change) the very partitions the rollback is writing. The marker's
+        // absence is a guard of the write, so a cancel-all that lands first fails it.
+        let joins_adding = joins_adding(&entry.state, &new);
+        if joins_adding {
+            guards.push(at_revision(keys::REASSIGN_CANCEL.into(), 0));
+        }
         if write(&self.client, guards, ops).await.map_err(status)? {
             Ok(Response::new(AlterPartitionResponse {
                 error_code: 0,
                 error_message: String::new(),
                 state: Some(new),
+            }))
+        } else if joins_adding && self.client.get(keys::REASSIGN_CANCEL).await.map_err(status)?.is_some() {
+            let e = Refusal::new(
+                ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
+                "a cancel-all is rolling back this partition's reassignment; adding replicas do not join the ISR",
+            )
+            .context(format!("{}-{}", req.topic, req.partition));
+            Ok(Response::new(AlterPartitionResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                state: Some(entry.state.clone()),
             }))
         } else {
             Ok(Response::new(AlterPartitionResponse {

@@ -8,6 +8,7 @@ pub mod leader_hint;
 pub mod limits;
 pub mod log_dirs;
 pub mod partition_change;
+pub mod partition_change_builder;
 pub mod placement;
 pub mod reassign_admin;
 pub mod reassign_progress;

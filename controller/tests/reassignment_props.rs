@@ -4,10 +4,12 @@
 
 use std::collections::BTreeSet;
 
-use controller::partition_change::{self, Election, IsrChange, NO_LEADER};
+use controller::partition_change::{IsrChange, NO_LEADER};
+use controller::partition_change_builder::{Built, PartitionChangeBuilder};
 use controller::reassignment::{self, is_moving, target_of};
 use controller::throttles;
 use proptest::prelude::*;
+use proto::errors::ErrorCode;
 use proto::ferry::{AutoRemove, PartitionState, ReassignmentRecord};
 
 const BROKERS: i32 = 6;
@@ -17,7 +19,10 @@ enum Step {
     /// A target, and for each replica maybe a named log dir (which of two dirs).
     Submit(Vec<i32>, Vec<Option<u8>>),
     Cancel,
+    /// Rolls every move back and leaves the marker, which refuses submits and keeps adding
+    /// replicas out of the ISR until it is removed.
     CancelAll,
+    RemoveCancel,
     /// A replica catches up and the leader adds it to the ISR.
     Join(i32),
     /// The leader drops a lagging follower.
@@ -42,6 +47,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(t, d)| Step::Submit(t, d)),
         1 => Just(Step::Cancel),
         1 => Just(Step::CancelAll),
+        1 => Just(Step::RemoveCancel),
         4 => (1..=BROKERS).prop_map(Step::Join),
         1 => (1..=BROKERS).prop_map(Step::Leave),
         1 => (1..=BROKERS).prop_map(Step::Die),
@@ -60,6 +66,8 @@ struct World {
     manual_throttle: u64,
     /// An auto-remove throttle on the partition's topic (AlterThrottles), set before any move.
     auto: AutoRemove,
+    /// The cancel-all marker is stored.
+    cancel_all: bool,
 }
 
 fn check(w: &World, what: &str) {
@@ -126,23 +134,55 @@ fn check(w: &World, what: &str) {
     }
 }
 
-fn settle(w: &mut World) {
-    if let Some(done) = reassignment::complete(&w.state, &w.live) {
+/// Takes what the builder decided; a completing change also ends the record.
+fn apply(w: &mut World, built: Option<Built>) {
+    let Some(Built { state, completes }) = built else {
+        return;
+    };
+    if completes {
         assert!(
             w.state.dir_pending.is_empty(),
             "completed before every named dir was reached"
         );
         if let Some(r) = &w.record {
             for (b, d) in r.target.iter().zip(&r.target_log_dirs) {
-                let i = done.replicas.iter().position(|x| x == b).expect("target replica kept");
+                let i = state.replicas.iter().position(|x| x == b).expect("target replica kept");
                 if !d.is_empty() {
-                    assert_eq!(&done.log_dirs[i], d, "replica {b} completed outside its named dir");
+                    assert_eq!(&state.log_dirs[i], d, "replica {b} completed outside its named dir");
                 }
             }
         }
-        w.state = done;
         w.record = None;
     }
+    w.state = state;
+}
+
+/// A pass of the active controller: the live brokers, then completion, as `active.rs` asks.
+fn controller_pass(w: &mut World) {
+    let built = PartitionChangeBuilder::new(&w.state, &w.live)
+        .brokers_changed()
+        .complete()
+        .build()
+        .expect("a pass asks for no election that can be refused");
+    apply(w, built);
+}
+
+/// The leader asks for `isr`, as `AlterPartition` does: completion rides on the same change.
+fn change_isr(w: &mut World, isr: Vec<i32>) -> Result<(), proto::errors::Refusal> {
+    let s = &w.state;
+    let req = IsrChange {
+        leader: s.leader,
+        leader_epoch: s.leader_epoch,
+        partition_epoch: s.partition_epoch,
+        new_isr: isr,
+    };
+    let built = PartitionChangeBuilder::new(s, &w.live)
+        .isr(&req, None)
+        .cancel_all(w.cancel_all)
+        .complete()
+        .build()?;
+    apply(w, built);
+    Ok(())
 }
 
 proptest! {
@@ -161,10 +201,13 @@ proptest! {
             live: (1..=BROKERS).collect(),
             manual_throttle: 7_000_000,
             auto: AutoRemove { keys: vec!["follower.replication.throttled.replicas".into()], armed: false },
+            cancel_all: false,
         };
         for (i, s) in steps.iter().enumerate() {
             let what = format!("step {i} {s:?}");
             match s {
+                // While the marker is stored every submit is refused.
+                Step::Submit(..) if w.cancel_all => {}
                 Step::Submit(t, d) => {
                     let before_original = w.record.as_ref().map(|r| r.original.clone());
                     let dirs: Vec<String> = t
@@ -186,7 +229,11 @@ proptest! {
                         prop_assert_eq!(&w.state.replicas, t, "a quiet partition sits at its target");
                     }
                 }
+                Step::RemoveCancel => w.cancel_all = false,
                 Step::Cancel | Step::CancelAll => {
+                    if matches!(s, Step::CancelAll) {
+                        w.cancel_all = true;
+                    }
                     if let Some(r) = w.record.clone() {
                         let unclean = false;
                         match reassignment::cancel(&w.state, &r, &w.live, unclean) {
@@ -209,34 +256,30 @@ proptest! {
                     if s.leader != NO_LEADER && s.replicas.contains(b) && !s.isr.contains(b) && w.live.contains(b) {
                         let mut isr = s.isr.clone();
                         isr.push(*b);
-                        let req = IsrChange { leader: s.leader, leader_epoch: s.leader_epoch, partition_epoch: s.partition_epoch, new_isr: isr };
-                        w.state = partition_change::alter_isr(s, &req, &w.live).expect("a valid ISR change");
-                        // Completion rides on the same change.
-                        settle(&mut w);
+                        let adding = s.adding.contains(b);
+                        match change_isr(&mut w, isr) {
+                            Ok(()) => prop_assert!(!(w.cancel_all && adding), "an adding replica joined during a cancel-all"),
+                            Err(e) => {
+                                prop_assert!(w.cancel_all && adding, "a valid ISR change refused: {e}");
+                                prop_assert_eq!(e.code, ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS);
+                            }
+                        }
                     }
                 }
                 Step::Leave(b) => {
                     let s = &w.state;
                     if s.leader != NO_LEADER && *b != s.leader && s.isr.contains(b) {
                         let isr: Vec<i32> = s.isr.iter().copied().filter(|x| x != b).collect();
-                        let req = IsrChange { leader: s.leader, leader_epoch: s.leader_epoch, partition_epoch: s.partition_epoch, new_isr: isr };
-                        w.state = partition_change::alter_isr(s, &req, &w.live).expect("a valid ISR change");
-                        settle(&mut w);
+                        change_isr(&mut w, isr).expect("shrinking the ISR is always allowed");
                     }
                 }
                 Step::Die(b) => {
                     w.live.remove(b);
-                    if let Some(n) = partition_change::on_brokers_changed(&w.state, &w.live, Election::Clean) {
-                        w.state = n;
-                    }
-                    settle(&mut w);
+                    controller_pass(&mut w);
                 }
                 Step::Return(b) => {
                     w.live.insert(*b);
-                    if let Some(n) = partition_change::on_brokers_changed(&w.state, &w.live, Election::Clean) {
-                        w.state = n;
-                    }
-                    settle(&mut w);
+                    controller_pass(&mut w);
                 }
                 Step::DirReached(b, named) => {
                     let i = w.state.replicas.iter().position(|x| x == b);
@@ -255,7 +298,7 @@ proptest! {
                         w.state = n;
                     }
                 }
-                Step::ControllerRestart => settle(&mut w),
+                Step::ControllerRestart => controller_pass(&mut w),
             }
             // The active controller removes what is due.
             if throttles::due(&w.auto, is_moving(&w.state)) {
