@@ -136,8 +136,8 @@ fn retryable(s: &Status) -> bool {
 fn not_applied(s: &Status) -> bool {
     let said = s
         .metadata()
-        .get(crate::service::WRITE_OUTCOME)
-        .is_some_and(|v| v.as_bytes() == crate::service::NOT_APPLIED.as_bytes());
+        .get(crate::node_core::WRITE_OUTCOME)
+        .is_some_and(|v| v.as_bytes() == crate::node_core::NOT_APPLIED.as_bytes());
     said || peers::never_sent(s)
 }
 

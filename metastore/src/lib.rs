@@ -8,12 +8,14 @@
 pub mod client;
 pub mod codec;
 pub mod credential;
+pub mod kv_pb;
 pub mod kv_state;
 pub mod lease;
 pub mod log_store;
 pub mod metrics;
 pub mod network;
 pub mod node;
+pub mod node_core;
 pub mod peers;
 pub mod proposer;
 pub mod read_index;
@@ -23,7 +25,8 @@ pub mod staging;
 pub mod state_machine;
 pub mod types;
 pub mod validate;
+pub mod watch;
 
 pub use client::{Client, ClientError, FollowEvent, LocalNode};
 pub use node::{start, NodeConfig, NodeHandle, RaftTuning};
-pub use service::{MAYBE_APPLIED, NOT_APPLIED, WRITE_OUTCOME};
+pub use node_core::{MAYBE_APPLIED, NOT_APPLIED, WRITE_OUTCOME};

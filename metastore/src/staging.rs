@@ -2,17 +2,23 @@
 //! state machine holds aside, and one final entry applies them all, so the transaction stays
 //! atomic while no single entry (or replication message) grows past a chunk.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures::StreamExt;
+use tonic::Status;
+
 use crate::proposer::Proposer;
 use crate::state_machine::SmShared;
-use crate::types::{Command, CommandKind, Guard, NodeId, Op, Raft};
+use crate::types::{Command, CommandKind, CommandResult, Guard, NodeId, Op, Raft, Txn};
 
 /// A transaction larger than this is staged in chunks of about this size.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// A staged transaction not committed within this time is dropped.
 const STAGE_TTL: Duration = Duration::from_secs(600);
+/// Chunks of one staged transaction proposed at once.
+const STAGE_PARALLEL: usize = 4;
 
 /// Splits items (operations or guards) into consecutive chunks of at most `max_bytes` each, by
 /// `size`, in order (a larger single item gets a chunk of its own).
@@ -50,6 +56,82 @@ pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Applies a transaction of any size through `write` (one proposal through the leader): one
+/// entry when it fits, else staged in chunks and committed by one final entry, which is when it
+/// becomes visible, all at once.
+pub(crate) async fn write_txn<W, F>(write: W, request_id: Option<String>, txn: Txn) -> Result<CommandResult, Status>
+where
+    W: Fn(Option<String>, CommandKind) -> F,
+    F: Future<Output = Result<CommandResult, Status>>,
+{
+    let bytes: usize =
+        txn.ops.iter().map(Op::approx_size).sum::<usize>() + txn.guards.iter().map(Guard::approx_size).sum::<usize>();
+    if bytes <= CHUNK_BYTES {
+        return write(request_id, CommandKind::Txn(txn)).await;
+    }
+    // A fresh staging id for each attempt: a retry of a request whose first attempt was
+    // aborted must stage every chunk again, which reusing the ids would skip as duplicates.
+    // The commit carries the request id, so the transaction applies at most once, and drops
+    // every attempt's stages (their ids start with the request id).
+    let attempt = uuid::Uuid::new_v4().simple().to_string();
+    let txn_id = match &request_id {
+        Some(r) => format!("{r}/{attempt}"),
+        None => attempt,
+    };
+    let started_ms = now_ms();
+    let timer = std::time::Instant::now();
+    // Chunks go in concurrently (the proposer keeps a few proposals in flight); each
+    // carries its place, so the order they apply in does not matter.
+    let chunks = chunks_of(txn);
+    let chunk_count =
+        u32::try_from(chunks.len()).map_err(|_| Status::invalid_argument("transaction has too many chunks"))?;
+    let stages = chunks.into_iter().enumerate().map(|(i, (guards, ops))| {
+        let stage = CommandKind::TxnStage {
+            txn_id: txn_id.clone(),
+            seq: i as u32,
+            guards,
+            ops,
+            started_ms,
+        };
+        write(Some(format!("{txn_id}#stage{i}")), stage)
+    });
+    let staged: Vec<Result<CommandResult, Status>> = futures::stream::iter(stages)
+        .buffer_unordered(STAGE_PARALLEL)
+        .collect()
+        .await;
+    if let Some(Err(e)) = staged.into_iter().find(Result::is_err) {
+        let abort = CommandKind::TxnAbort { txn_id: txn_id.clone() };
+        let _ = write(None, abort).await;
+        return Err(e);
+    }
+    let staged_in = timer.elapsed();
+    let commit = CommandKind::TxnCommitCounted {
+        txn_id,
+        chunks: chunk_count,
+        txn: Txn::default(),
+    };
+    let r = write(request_id, commit).await;
+    tracing::debug!(
+        bytes,
+        staged_ms = staged_in.as_millis() as u64,
+        total_ms = timer.elapsed().as_millis() as u64,
+        "staged transaction committed"
+    );
+    r
+}
+
+/// A transaction's guards, then its operations, in chunks of at most [`CHUNK_BYTES`] each.
+fn chunks_of(txn: Txn) -> Vec<(Vec<Guard>, Vec<Op>)> {
+    // Guards are staged too: a request guarding every key it writes carries as many guards
+    // as operations, and no entry may outgrow a chunk (a follower must take it within one
+    // heartbeat interval).
+    split_guards(txn.guards, CHUNK_BYTES)
+        .into_iter()
+        .map(|guards| (guards, Vec::new()))
+        .chain(split_ops(txn.ops, CHUNK_BYTES).into_iter().map(|ops| (Vec::new(), ops)))
+        .collect()
 }
 
 /// On the leader, drops staged transactions whose writer gave up (crashed or disconnected).
