@@ -12,7 +12,7 @@ use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::*;
 use tonic::transport::Channel;
 
-use metastore::peers::{channel as broker_channel, Peers};
+use metastore::peers::{admin_channel, Peers};
 
 /// What a data call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +78,7 @@ pub struct ClusterClient {
 impl ClusterClient {
     /// A client of the quorum nodes at `bootstrap` (HOST:PORT each).
     pub fn new(bootstrap: &[String]) -> Result<Self, DataError> {
-        let admin: Vec<Channel> = bootstrap.iter().filter_map(|b| broker_channel(b).ok()).collect();
+        let admin: Vec<Channel> = bootstrap.iter().filter_map(|b| admin_channel(b).ok()).collect();
         if admin.is_empty() || admin.len() != bootstrap.len() {
             return Err(DataError::Unreachable(format!(
                 "invalid bootstrap server list {bootstrap:?}"

@@ -23,6 +23,22 @@ pub const CONNECTION_WINDOW: u32 = 128 << 20;
 
 /// Opens a lazy channel to `addr` (HOST:PORT).
 pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    channel_with_keep_alive(addr, KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT)
+}
+
+/// A channel for an admin client whose every call has its own timeout: its PINGs only find a
+/// dead connection, and are patient with a process busy encoding or decoding a
+/// million-partition request (700 ms without an answer closed such a connection mid-request,
+/// and the retry found its first attempt applied).
+pub fn admin_channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    channel_with_keep_alive(addr, Duration::from_secs(5), Duration::from_secs(20))
+}
+
+fn channel_with_keep_alive(
+    addr: &str,
+    interval: Duration,
+    timeout: Duration,
+) -> Result<Channel, tonic::transport::Error> {
     Ok(Endpoint::from_shared(format!("http://{addr}"))?
         .connect_timeout(Duration::from_secs(2))
         .initial_connection_window_size(CONNECTION_WINDOW)
@@ -35,8 +51,8 @@ pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
         // A peer that stops answering (SIGSTOP, a cut link) is found by its missed PINGs, which
         // fails every call on the connection so that callers retry elsewhere instead of hanging
         // until TCP gives up; a long call on a live peer is not cut short.
-        .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
-        .keep_alive_timeout(KEEP_ALIVE_TIMEOUT)
+        .http2_keep_alive_interval(interval)
+        .keep_alive_timeout(timeout)
         .keep_alive_while_idle(true)
         .connect_lazy())
 }
