@@ -8,6 +8,7 @@
 pub mod client;
 pub mod codec;
 pub mod credential;
+pub mod follow;
 pub mod kv_pb;
 pub mod kv_state;
 pub mod lease;
@@ -27,6 +28,7 @@ pub mod types;
 pub mod validate;
 pub mod watch;
 
-pub use client::{Client, ClientError, FollowEvent, LocalNode};
+pub use client::{Client, ClientError, LocalNode};
+pub use follow::FollowEvent;
 pub use node::{start, NodeConfig, NodeHandle, RaftTuning};
 pub use node_core::{MAYBE_APPLIED, NOT_APPLIED, WRITE_OUTCOME};
