@@ -169,24 +169,7 @@ async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> a
     let refusal = refused_create(r).context("an over-limit assignment was created")?;
     report(&format!("CreateTopics assignment of {over_topic} x 3"), refusal);
     // A reassignment one partition over the request limit.
-    let req = AlterPartitionReassignmentsRequest {
-        partitions: (0..over_request)
-            .map(|p| ReassignmentTarget {
-                topic: "over-move".into(),
-                partition: p,
-                replicas: Some(Replicas { brokers: vec![1, 2, 3] }),
-                log_dirs: vec![],
-            })
-            .collect(),
-        throttle_rate: None,
-        validate_only: false,
-    };
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.alter_partition_reassignments(req).await }
-        })
-        .await?;
+    let r = reassign(c, "over-move", over_request, Some(vec![1, 2, 3])).await?;
     if r.error_code == 0 {
         bail!("a reassignment of {over_request} partitions was accepted");
     }
@@ -207,25 +190,34 @@ async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> a
     Ok(())
 }
 
-async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> anyhow::Result<()> {
+/// Sends one reassignment of partitions `0..n` of `topic` to `target` (`None`: cancel them).
+async fn reassign(
+    c: &ClusterClient,
+    topic: &str,
+    n: u32,
+    target: Option<Vec<i32>>,
+) -> anyhow::Result<AlterPartitionReassignmentsResponse> {
     let req = AlterPartitionReassignmentsRequest {
         partitions: (0..n)
             .map(|p| ReassignmentTarget {
                 topic: topic.to_string(),
                 partition: p,
-                replicas: target.map(|b| Replicas { brokers: vec![b] }),
+                replicas: target.clone().map(|brokers| Replicas { brokers }),
                 log_dirs: vec![],
             })
             .collect(),
         throttle_rate: None,
         validate_only: false,
     };
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.alter_partition_reassignments(req).await }
-        })
-        .await?;
+    Ok(c.admin_call(|mut a| {
+        let req = req.clone();
+        async move { a.alter_partition_reassignments(req).await }
+    })
+    .await?)
+}
+
+async fn alter(c: &ClusterClient, topic: &str, n: u32, target: Option<i32>) -> anyhow::Result<()> {
+    let r = reassign(c, topic, n, target.map(|b| vec![b])).await?;
     if r.error_code != 0 {
         bail!("submit refused: {}", r.error_message);
     }
