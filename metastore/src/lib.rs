@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod node_core;
+pub mod node_id;
 pub mod peers;
 pub mod proposer;
 pub mod read_index;

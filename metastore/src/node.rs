@@ -98,6 +98,8 @@ pub struct NodeConfig {
     pub extra_services: Option<tonic::service::Routes>,
     /// Where this node's metrics are registered; none keeps them unregistered.
     pub registry: Option<prometheus::Registry>,
+    /// The node's clock (the system's; a test may hold it).
+    pub clock: proto::clock::Clock,
 }
 
 impl NodeConfig {
@@ -114,6 +116,7 @@ impl NodeConfig {
             history_events: DEFAULT_HISTORY_EVENTS,
             extra_services: None,
             registry: None,
+            clock: proto::clock::Clock::system(),
         }
     }
 }
@@ -256,10 +259,13 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         cfg.id,
         raft.clone(),
         shared.clone(),
-        cfg.limits.clone(),
         peers,
         metrics.commit_latency.clone(),
-        cfg.raft.deadlines(),
+        crate::node_core::CoreConfig {
+            limits: cfg.limits.clone(),
+            deadlines: cfg.raft.deadlines(),
+            clock: cfg.clock.clone(),
+        },
     ));
 
     let (health_reporter, health) = tonic_health::server::health_reporter();

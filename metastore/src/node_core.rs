@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::ChangeMembers;
+use proto::clock::Clock;
 use proto::metastore as pb;
 use proto::metastore::metastore_client::MetastoreClient;
 use tonic::transport::Channel;
@@ -56,6 +57,17 @@ pub struct Deadlines {
     pub forward: Duration,
 }
 
+/// The settings of a node's request side.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// Request limits.
+    pub limits: Limits,
+    /// How long calls to peers may take.
+    pub deadlines: Deadlines,
+    /// The node's clock.
+    pub clock: Clock,
+}
+
 /// Everything a node's services share.
 pub struct NodeCore {
     /// This node's id.
@@ -74,6 +86,8 @@ pub struct NodeCore {
     pub proposer: Proposer,
     /// Connections to the other nodes.
     pub peers: Peers,
+    /// The node's clock: a staged transaction's age is judged on it.
+    pub clock: Clock,
     /// Set when the node stops, so long-lived streams end and clients move on.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -85,15 +99,19 @@ impl NodeCore {
         id: NodeId,
         raft: Raft,
         sm: Arc<SmShared>,
-        limits: Limits,
         peers: Peers,
         commit_latency: prometheus::Histogram,
-        deadlines: Deadlines,
+        config: CoreConfig,
     ) -> Self {
+        let CoreConfig {
+            limits,
+            deadlines,
+            clock,
+        } = config;
         let read_index = ReadIndex::start(id, raft.clone(), peers.clone(), deadlines.read_index);
         let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency, deadlines.forward);
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
-        staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone());
+        staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone(), clock.clone());
         credential::start_ensure(id, raft.clone(), proposer.clone(), sm.clone());
         Self {
             id,
@@ -104,6 +122,7 @@ impl NodeCore {
             leases,
             proposer,
             peers,
+            clock,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -205,7 +224,7 @@ impl NodeCore {
     /// Applies a transaction of any size: one entry when it fits, else staged in chunks and
     /// committed by one final entry, which is when it becomes visible, all at once.
     pub(crate) async fn write_txn(&self, request_id: Option<String>, txn: Txn) -> Result<CommandResult, Status> {
-        staging::write_txn(|rid, kind| self.write(rid, kind), request_id, txn).await
+        staging::write_txn(|rid, kind| self.write(rid, kind), request_id, txn, self.clock.wall_ms()).await
     }
 
     /// Waits until this node has applied everything committed before the call (read index).

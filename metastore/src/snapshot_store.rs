@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 
 use crate::codec;
-use crate::types::{Node, NodeId};
+use crate::node_id::{Node, NodeId};
 
 /// The file naming the stored snapshot; replaced atomically, so it is the commit point.
 const CURRENT: &str = "current";

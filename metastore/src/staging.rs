@@ -4,9 +4,10 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures::StreamExt;
+use proto::clock::Clock;
 use tonic::Status;
 
 use crate::proposer::Proposer;
@@ -51,17 +52,15 @@ pub fn split_guards(guards: Vec<Guard>, max_bytes: usize) -> Vec<Vec<Guard>> {
     split_by_size(guards, max_bytes, Guard::approx_size)
 }
 
-/// Milliseconds since the epoch on this node's clock.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Applies a transaction of any size through `write` (one proposal through the leader): one
 /// entry when it fits, else staged in chunks and committed by one final entry, which is when it
 /// becomes visible, all at once.
-pub(crate) async fn write_txn<W, F>(write: W, request_id: Option<String>, txn: Txn) -> Result<CommandResult, Status>
+pub(crate) async fn write_txn<W, F>(
+    write: W,
+    request_id: Option<String>,
+    txn: Txn,
+    started_ms: u64,
+) -> Result<CommandResult, Status>
 where
     W: Fn(Option<String>, CommandKind) -> F,
     F: Future<Output = Result<CommandResult, Status>>,
@@ -80,7 +79,6 @@ where
         Some(r) => format!("{r}/{attempt}"),
         None => attempt,
     };
-    let started_ms = now_ms();
     let timer = std::time::Instant::now();
     // Chunks go in concurrently (the proposer keeps a few proposals in flight); each
     // carries its place, so the order they apply in does not matter.
@@ -135,7 +133,7 @@ fn chunks_of(txn: Txn) -> Vec<(Vec<Guard>, Vec<Op>)> {
 }
 
 /// On the leader, drops staged transactions whose writer gave up (crashed or disconnected).
-pub fn start_expiry(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>) {
+pub fn start_expiry(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>, clock: Clock) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(10));
         loop {
@@ -143,7 +141,7 @@ pub fn start_expiry(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared
             if raft.metrics().borrow().current_leader != Some(id) {
                 continue;
             }
-            let cutoff = now_ms().saturating_sub(STAGE_TTL.as_millis() as u64);
+            let cutoff = clock.wall_ms().saturating_sub(STAGE_TTL.as_millis() as u64);
             let stale: Vec<String> = sm
                 .inner
                 .read()

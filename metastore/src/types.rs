@@ -47,10 +47,7 @@ pub struct ProposalResult {
     pub results: Vec<Vec<CommandResult>>,
 }
 
-/// Node ids are plain numbers, as Kafka's broker ids are.
-pub type NodeId = u64;
-/// A node's address as stored in the membership.
-pub type Node = openraft::BasicNode;
+pub use crate::node_id::{Node, NodeId};
 /// The Raft handle for this store.
 pub type Raft = openraft::Raft<TypeConfig>;
 /// A log entry.

@@ -16,6 +16,7 @@ pub mod ferry {
     tonic::include_proto!("ferry.v1");
 }
 
+pub mod clock;
 pub mod cluster_view;
 pub mod errors;
 pub mod keys;
