@@ -78,7 +78,7 @@ fn client(channel: Channel) -> BrokerClient<Channel> {
 
 /// After a truncation nothing beyond the log end can count as committed.
 fn clamp_high_watermark(r: &Replica, leo: i64) {
-    let mut st = r.state.lock();
+    let mut st = r.state();
     st.high_watermark = st.high_watermark.min(leo);
 }
 
@@ -129,7 +129,7 @@ async fn copy_from_leader(
 
     // Drop what this replica has beyond the leader's end of our last epoch: that tail was
     // written by a leader whose records the new leader never got.
-    let latest = r.log.lock().latest_epoch();
+    let latest = r.log().latest_epoch();
     if let Some(last_epoch) = latest {
         let resp = c
             .epoch_end_offset(EpochEndOffsetRequest {
@@ -146,7 +146,7 @@ async fn copy_from_leader(
                 message: resp.error_message,
             });
         }
-        let mut log = r.log.lock();
+        let mut log = r.log();
         if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
             tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
             let leo = r.truncate_log(&mut log, resp.end_offset)?;
@@ -174,7 +174,7 @@ async fn copy_from_leader(
         incarnation: core.incarnation,
     };
     let (tx, rx) = mpsc::channel(2);
-    let leo = r.log.lock().log_end_offset();
+    let leo = r.log().log_end_offset();
     // The receiver is alive: it is moved into the call below.
     let _ = tx.send(request(leo, core.follower_throttle(r))).await;
     let mut stream = c.replica_fetch(ReceiverStream::new(rx)).await?.into_inner();
@@ -184,7 +184,7 @@ async fn copy_from_leader(
             let code = ErrorCode(resp.error_code);
             if code == ErrorCode::OFFSET_OUT_OF_RANGE {
                 // Ahead of the leader without an epoch to compare: the leader's log is the truth.
-                let mut log = r.log.lock();
+                let mut log = r.log();
                 let leader_end = resp.log_end_offset.max(0);
                 if leader_end < log.log_end_offset() {
                     let leo = r.truncate_log(&mut log, leader_end)?;
@@ -196,7 +196,7 @@ async fn copy_from_leader(
                 waits += 1;
                 tracing::debug!(replica = %r.name(), leader, %code, message = resp.error_message, "leader not ready; asking again");
                 tokio::time::sleep(backoff.pause()).await;
-                let leo = r.log.lock().log_end_offset();
+                let leo = r.log().log_end_offset();
                 if tx.send(request(leo, core.follower_throttle(r))).await.is_err() {
                     break;
                 }
@@ -210,7 +210,7 @@ async fn copy_from_leader(
         backoff.reset();
         waits = 0;
         let leo = {
-            let mut log = r.log.lock();
+            let mut log = r.log();
             if !resp.batches.is_empty() {
                 log.append_replicated(&resp.batches)?;
                 core.metrics
@@ -221,7 +221,7 @@ async fn copy_from_leader(
         };
         // The leader's watermark is the truth, even when it is lower than ours (after an
         // unclean election, what this replica counted as committed may not be).
-        r.state.lock().high_watermark = resp.high_watermark.min(leo);
+        r.state().high_watermark = resp.high_watermark.min(leo);
         r.notify();
         let throttle = core.follower_throttle(r);
         if let Some(rate) = throttle {

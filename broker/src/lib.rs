@@ -2,15 +2,23 @@
 //! replication driven by the metadata in the metastore. Pure parts (the log, ISR decisions) are
 //! tested on their own; `node`, `fetcher` and `service` are the drivers around them.
 
+pub mod byte_counters;
 pub mod client;
+pub mod dir_choice;
+pub mod dir_move_recovery;
+pub mod dir_moves;
 pub mod fetcher;
+pub mod future_log;
 pub mod isr;
+pub mod lock_order;
 pub mod log_dir_move;
+pub mod log_dir_requests;
 pub mod log_dirs;
 pub mod metrics;
 pub mod named_dir;
 pub mod node;
 pub mod partition_log;
+pub mod reconcile_plan;
 pub mod record_batch;
 pub mod replica;
 pub mod replica_manager;

@@ -3,6 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Partition key: topic and partition number.
+pub type TopicPartition = (String, u32);
+
 /// The name of a replica's folder: `<topic>-<partition>`.
 pub fn replica_folder(topic: &str, partition: u32) -> String {
     format!("{topic}-{partition}")

@@ -4,85 +4,12 @@
 
 use std::sync::{Arc, Weak};
 
-use prometheus::{IntCounter, IntCounterVec, Opts, PullingGauge, Registry};
+use prometheus::{PullingGauge, Registry};
 use proto::cluster_view::ClusterView;
 use proto::ferry::PartitionState;
 
+pub use crate::byte_counters::{BrokerMetrics, ByThrottle};
 use crate::replica_manager::BrokerCore;
-
-/// A byte counter split by `throttled="true|false"`.
-#[derive(Clone)]
-pub struct ByThrottle {
-    vec: IntCounterVec,
-    plain: IntCounter,
-    throttled: IntCounter,
-}
-
-impl ByThrottle {
-    fn new(name: &str, help: &str) -> Self {
-        // A constant valid name and label: construction cannot fail (the unit test builds it).
-        let vec = IntCounterVec::new(Opts::new(name, help), &["throttled"]).expect("valid counter");
-        Self {
-            plain: vec.with_label_values(&["false"]),
-            throttled: vec.with_label_values(&["true"]),
-            vec,
-        }
-    }
-
-    /// Counts `bytes`, throttled or not.
-    pub fn add(&self, throttled: bool, bytes: usize) {
-        let c = if throttled { &self.throttled } else { &self.plain };
-        c.inc_by(bytes as u64);
-    }
-
-    /// The count so far.
-    pub fn get(&self, throttled: bool) -> u64 {
-        if throttled {
-            self.throttled.get()
-        } else {
-            self.plain.get()
-        }
-    }
-}
-
-/// One broker's counters; the gauges are added by [`register`].
-#[derive(Clone)]
-pub struct BrokerMetrics {
-    /// `ferry_replication_bytes_in_total`: bytes this broker appended as a follower.
-    pub replication_bytes_in: ByThrottle,
-    /// `ferry_replication_bytes_out_total`: bytes this broker sent to followers as a leader.
-    pub replication_bytes_out: ByThrottle,
-    /// `ferry_dir_move_bytes_total`: bytes copied into future logs by log dir moves.
-    pub dir_move_bytes: IntCounter,
-}
-
-impl Default for BrokerMetrics {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl BrokerMetrics {
-    /// Fresh counters at zero, registered nowhere yet.
-    pub fn new() -> Self {
-        Self {
-            replication_bytes_in: ByThrottle::new(
-                "ferry_replication_bytes_in_total",
-                "Record bytes appended from partition leaders; throttled when the leader held them back.",
-            ),
-            replication_bytes_out: ByThrottle::new(
-                "ferry_replication_bytes_out_total",
-                "Record bytes sent to followers; throttled when the replication throttle applied.",
-            ),
-            // A constant valid name: construction cannot fail (the unit test builds it).
-            dir_move_bytes: IntCounter::new(
-                "ferry_dir_move_bytes_total",
-                "Bytes copied into future logs by moves between this broker's log dirs.",
-            )
-            .expect("valid counter"),
-        }
-    }
-}
 
 /// Partitions led by one broker, by state.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -137,8 +64,8 @@ fn pulling(
 /// Registers the broker's counters and its scrape-time gauges in `registry`.
 pub fn register(core: &Arc<BrokerCore>, registry: &Registry) -> prometheus::Result<()> {
     let m = &core.metrics;
-    registry.register(Box::new(m.replication_bytes_in.vec.clone()))?;
-    registry.register(Box::new(m.replication_bytes_out.vec.clone()))?;
+    registry.register(Box::new(m.replication_bytes_in.family().clone()))?;
+    registry.register(Box::new(m.replication_bytes_out.family().clone()))?;
     registry.register(Box::new(m.dir_move_bytes.clone()))?;
     let gauges = [
         pulling(
@@ -244,8 +171,8 @@ mod tests {
             (15, 3)
         );
         let r = Registry::new();
-        r.register(Box::new(m.replication_bytes_out.vec.clone())).unwrap();
-        r.register(Box::new(m.replication_bytes_in.vec.clone())).unwrap();
+        r.register(Box::new(m.replication_bytes_out.family().clone())).unwrap();
+        r.register(Box::new(m.replication_bytes_in.family().clone())).unwrap();
         r.register(Box::new(m.dir_move_bytes.clone())).unwrap();
         let text = prometheus::TextEncoder::new().encode_to_string(&r.gather()).unwrap();
         assert!(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use proto::ferry::{AssignReplicaDirRequest, PartitionState};
 
+use crate::dir_choice::pending_dir;
 use crate::log_dir_move;
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
@@ -34,15 +35,6 @@ pub struct RunningMove<'a> {
     pub for_reassignment: bool,
 }
 
-/// The dir named for broker `me`'s replica, while the controller still waits for it.
-pub fn pending_dir(me: i32, meta: &PartitionState) -> Option<&str> {
-    if !meta.dir_pending.contains(&me) {
-        return None;
-    }
-    let i = meta.replicas.iter().position(|r| *r == me)?;
-    meta.log_dirs.get(i).map(String::as_str).filter(|d| !d.is_empty())
-}
-
 /// Decides the next step for broker `me`'s replica, in `current` dir, given the partition's
 /// state and its running move.
 pub fn next_action(me: i32, meta: &PartitionState, current: &Path, running: Option<RunningMove<'_>>) -> NamedDirAction {
@@ -60,14 +52,14 @@ pub fn next_action(me: i32, meta: &PartitionState, current: &Path, running: Opti
 pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDirRequest> {
     // The common case is decided without copying the state or touching the log: this runs for
     // every hosted replica twice a second.
-    let named = pending_dir(core.id, &r.state.lock().meta).is_some();
-    if !named && r.future.lock().is_none() {
+    let named = pending_dir(core.id, &r.state().meta).is_some();
+    if !named && r.future().is_none() {
         return None;
     }
-    let meta = r.state.lock().meta.clone();
-    let current = r.log.lock().dir().parent().map(Path::to_path_buf)?;
+    let meta = r.state().meta.clone();
+    let current = r.log().dir().parent().map(Path::to_path_buf)?;
     let action = {
-        let mut fut = r.future.lock();
+        let mut fut = r.future();
         // A move resumed after a restart does not know who started it: one to the dir still
         // named is the reassignment's, so that a cancel stops it.
         if let (Some(named), Some(f)) = (pending_dir(core.id, &meta), fut.as_mut()) {
@@ -85,7 +77,7 @@ pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDir
         NamedDirAction::Nothing => None,
         NamedDirAction::CancelMove => {
             tracing::info!(replica = %r.name(), "the reassignment no longer names a log dir; stopping its move");
-            log_dir_move::cancel(core, r);
+            core.moves.cancel(r);
             None
         }
         NamedDirAction::Move(dest) => {

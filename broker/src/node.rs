@@ -100,7 +100,7 @@ impl Broker {
     /// Registers as reachable at `endpoint` and starts following the metadata, through
     /// `client` (a client of the quorum that carries the cluster credential, or will).
     pub fn start(self, endpoint: String, client: Client) -> Result<BrokerHandle, metastore::ClientError> {
-        self.core.resume_moves();
+        crate::log_dir_move::resume_found(&self.core);
         let (stop, stop_rx) = watch::channel(false);
         let (lease_tx, lease) = watch::channel(0u64);
         let reg = BrokerRegistration {
@@ -399,7 +399,7 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     };
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut retry_after: std::collections::HashMap<crate::replica_manager::TopicPartition, tokio::time::Instant> =
+    let mut retry_after: std::collections::HashMap<crate::log_dirs::TopicPartition, tokio::time::Instant> =
         Default::default();
     loop {
         tick.tick().await;
@@ -477,13 +477,13 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 // Long passes give way, so Raft heartbeats on the same runtime are not starved.
                 tokio::task::yield_now().await;
             }
-            if !matches!(r.state.lock().role, Role::Leader { .. }) {
+            if !matches!(r.state().role, Role::Leader { .. }) {
                 continue;
             }
             let now = r.now_ms();
-            let leo = r.log.lock().log_end_offset();
+            let leo = r.log().log_end_offset();
             let req = {
-                let mut st = r.state.lock();
+                let mut st = r.state();
                 let Role::Leader { epoch } = st.role else { continue };
                 for p in st.followers.values_mut() {
                     p.observe_leader_end(leo, now);
@@ -553,7 +553,7 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 if let Some(state) = state {
                     r.apply_metadata(&state);
                 }
-                r.state.lock().isr_change_in_flight = false;
+                r.state().isr_change_in_flight = false;
             });
         }
     }

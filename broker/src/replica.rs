@@ -3,15 +3,17 @@
 //! long-poll fetches) are woken through a watch channel whenever the log or watermark moves.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
+use proto::clock::Clock;
 use proto::errors::ErrorCode;
 use proto::ferry::PartitionState;
 use tokio::sync::watch;
 
+use crate::future_log::FutureLog;
 use crate::isr::{self, FollowerProgress};
-use crate::log_dir_move::FutureLog;
+use crate::lock_order::{lock, Ordered, Rank};
 use crate::partition_log::PartitionLog;
 
 /// What this broker does for the partition.
@@ -91,22 +93,22 @@ pub struct Replica {
     pub partition: u32,
     /// This broker's id.
     pub broker_id: i32,
-    /// The log. Lock order: `state`, then `log`, then `future`.
-    pub log: Mutex<PartitionLog>,
+    /// The log. Its locks are taken through the methods below, in the order `lock_order` asserts.
+    log: Mutex<PartitionLog>,
     /// The log being filled in another dir while the replica moves there.
-    pub future: Mutex<Option<FutureLog>>,
+    future: Mutex<Option<FutureLog>>,
     /// Bumped before every truncation, so a copy made without the log's lock can tell whether
     /// the log changed under it.
     pub truncations: std::sync::atomic::AtomicU64,
     /// Role and progress.
-    pub state: Mutex<ReplicaState>,
+    state: Mutex<ReplicaState>,
     changed: watch::Sender<u64>,
-    clock: Instant,
+    clock: Clock,
 }
 
 impl Replica {
     /// A replica over an opened log; it starts as a follower with no leader.
-    pub fn new(topic: String, partition: u32, broker_id: i32, log: PartitionLog) -> Self {
+    pub fn new(topic: String, partition: u32, broker_id: i32, log: PartitionLog, clock: Clock) -> Self {
         let (changed, _) = watch::channel(0);
         Self {
             topic,
@@ -123,8 +125,23 @@ impl Replica {
                 isr_change_in_flight: false,
             }),
             changed,
-            clock: Instant::now(),
+            clock,
         }
+    }
+
+    /// Role, metadata and progress: the first lock in the order.
+    pub fn state(&self) -> Ordered<'_, ReplicaState> {
+        lock(&self.state, Rank::State)
+    }
+
+    /// The current log: taken after `state`, before `future`.
+    pub fn log(&self) -> Ordered<'_, PartitionLog> {
+        lock(&self.log, Rank::Log)
+    }
+
+    /// The future log of a running dir move: the last lock in the order.
+    pub fn future(&self) -> Ordered<'_, Option<FutureLog>> {
+        lock(&self.future, Rank::Future)
     }
 
     /// `<topic>-<partition>`.
@@ -138,15 +155,15 @@ impl Replica {
         self.truncations.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         log.truncate_to(offset)?;
         let leo = log.log_end_offset();
-        if let Some(f) = self.future.lock().as_mut() {
+        if let Some(f) = self.future().as_mut() {
             f.log.truncate_to(leo.min(f.log.log_end_offset()))?;
         }
         Ok(leo)
     }
 
-    /// Milliseconds on this replica's monotonic clock.
+    /// Milliseconds on the broker's monotonic clock.
     pub fn now_ms(&self) -> u64 {
-        self.clock.elapsed().as_millis() as u64
+        self.clock.mono_ms()
     }
 
     /// Wakes everyone waiting for the log or watermark to move.
@@ -168,7 +185,7 @@ impl Replica {
             tracing::error!(replica = %self.name(), error = %e, "ignoring a partition state that breaks the partition rules");
             return None;
         }
-        let mut st = self.state.lock();
+        let mut st = self.state();
         let role = if meta.leader == self.broker_id {
             Role::Leader {
                 epoch: meta.leader_epoch,
@@ -185,7 +202,7 @@ impl Replica {
             st.followers.clear();
             st.isr_change_in_flight = false;
             if let Role::Leader { .. } = role {
-                let leo = self.log.lock().log_end_offset();
+                let leo = self.log().log_end_offset();
                 st.high_watermark = st.high_watermark.min(leo);
                 let now = self.now_ms();
                 for r in meta.replicas.iter().filter(|r| **r != self.broker_id) {
@@ -205,15 +222,15 @@ impl Replica {
 
     /// Where this replica copies from now, by [`fetch_source`] over its role and stored state.
     pub fn fetch_source(&self) -> Option<(i32, u32)> {
-        let st = self.state.lock();
+        let st = self.state();
         fetch_source(self.broker_id, st.role, &st.meta)
     }
 
     /// Recomputes the leader's high watermark; returns it.
     pub fn update_high_watermark(&self) -> i64 {
-        let mut st = self.state.lock();
+        let mut st = self.state();
         if let Role::Leader { .. } = st.role {
-            let leo = self.log.lock().log_end_offset();
+            let leo = self.log().log_end_offset();
             let hw = isr::high_watermark(self.broker_id, leo, &st.meta.isr, &st.followers, st.high_watermark);
             if hw != st.high_watermark {
                 st.high_watermark = hw;
@@ -227,7 +244,7 @@ impl Replica {
 
     /// The leader epoch, or NOT_LEADER_OR_FOLLOWER.
     pub fn leader_epoch(&self) -> Result<u32, ReplicaError> {
-        let st = self.state.lock();
+        let st = self.state();
         match st.role {
             Role::Leader { epoch } => Ok(epoch),
             Role::Follower { leader, .. } => Err(ReplicaError {

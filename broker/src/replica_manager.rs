@@ -7,25 +7,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use proto::clock::Clock;
 use proto::cluster_view::ClusterView;
 use proto::errors::ErrorCode;
+use proto::ferry::PartitionState;
 use tokio::task::JoinHandle;
 
-use crate::log_dir_move::{self, DirMoves};
-use crate::log_dirs::{replica_folder, LogDirs};
+use crate::dir_choice::choose_dir;
+use crate::dir_move_recovery;
+use crate::dir_moves::DirMoves;
+use crate::log_dirs::{replica_folder, LogDirs, TopicPartition};
 use crate::partition_log::{LogConfig, PartitionLog};
+use crate::reconcile_plan::{assigned_here, fetcher_step, unassigned, FetcherStep};
 use crate::replica::{Replica, ReplicaError, Role};
-
-/// Partition key.
-pub type TopicPartition = (String, u32);
-
-/// Where the partition's state would put a new replica of this broker.
-enum DirChoice {
-    /// The dir a running reassignment names for it.
-    Named(String),
-    /// The dir stored for it ("" for any).
-    Stored(String),
-}
 
 /// Settings of the broker's data plane.
 #[derive(Debug, Clone)]
@@ -45,6 +39,8 @@ pub struct DataConfig {
     /// Test hook: a dir move's swap waits this long between its two renames, so that a test can
     /// kill the broker there. 0 (the default) in normal use.
     pub swap_pause_ms: u64,
+    /// The clock replicas time lag and leases with.
+    pub clock: Clock,
 }
 
 impl Default for DataConfig {
@@ -59,6 +55,7 @@ impl Default for DataConfig {
             dir_move_parallelism: 4,
             dir_probe_interval_ms: 5_000,
             swap_pause_ms: 0,
+            clock: Clock::system(),
         }
     }
 }
@@ -88,7 +85,7 @@ pub struct BrokerCore {
     /// Moves of replicas between this broker's dirs.
     pub moves: DirMoves,
     /// Byte counters for the broker's metrics.
-    pub metrics: crate::metrics::BrokerMetrics,
+    pub metrics: crate::byte_counters::BrokerMetrics,
     /// Future logs found at start, resumed when the broker starts.
     resume_at_start: Mutex<Vec<(TopicPartition, PathBuf)>>,
     /// Replicas taken offline with their failed dir; not recreated until the broker restarts.
@@ -121,7 +118,7 @@ impl BrokerCore {
     /// log dir swap a crash interrupted.
     pub fn open(id: i32, dirs: Vec<PathBuf>, config: DataConfig) -> Result<Self, OpenError> {
         let dirs = LogDirs::open(dirs)?;
-        let resume_at_start = log_dir_move::recover(dirs.dirs())?;
+        let resume_at_start = dir_move_recovery::recover(dirs.dirs())?;
         let (found, duplicates) = dirs.scan()?;
         for d in duplicates {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
@@ -133,7 +130,10 @@ impl BrokerCore {
                 name: replica_folder(&topic, p),
                 source,
             })?;
-            replicas.insert((topic.clone(), p), Arc::new(Replica::new(topic, p, id, log)));
+            replicas.insert(
+                (topic.clone(), p),
+                Arc::new(Replica::new(topic, p, id, log, config.clock.clone())),
+            );
         }
         Ok(Self {
             id,
@@ -156,17 +156,9 @@ impl BrokerCore {
         })
     }
 
-    /// Resumes the log dir moves found at start; needs the runtime.
-    pub fn resume_moves(self: &Arc<Self>) {
-        let pending = std::mem::take(&mut *self.resume_at_start.lock());
-        for (tp, folder) in pending {
-            let Some(r) = self.replicas.read().get(&tp).cloned() else {
-                continue;
-            };
-            if let Err(e) = log_dir_move::resume(self, &r, &folder) {
-                tracing::error!(replica = %r.name(), error = %e, "cannot resume log dir move");
-            }
-        }
+    /// The future logs found when the dirs were opened, taken once, for the moves to resume.
+    pub fn take_found_moves(&self) -> Vec<(TopicPartition, PathBuf)> {
+        std::mem::take(&mut *self.resume_at_start.lock())
     }
 
     /// `replica.alter.log.dirs.io.max.bytes.per.second`, when set on this broker.
@@ -232,7 +224,7 @@ impl BrokerCore {
     /// replica; the lower rate wins.
     fn replica_throttle(&self, r: &Replica, replica: i32, replicas_key: &str, rate_key: &str) -> Option<u64> {
         let owned = {
-            let st = r.state.lock();
+            let st = r.state();
             let m = &st.meta;
             if m.isr.contains(&replica) {
                 return None;
@@ -272,50 +264,59 @@ impl BrokerCore {
 
     /// Brings the hosted replicas in line with the metadata in `self.view`: all of them, or only
     /// the partitions in `changed`. `spawn_fetcher` starts a follower's copy loop. Replicas not
-    /// assigned here are deleted from disk.
+    /// assigned here are deleted from disk. The decisions are in `reconcile_plan`.
     pub fn reconcile(
         self: &Arc<Self>,
         changed: Option<&BTreeSet<TopicPartition>>,
         spawn_fetcher: impl Fn(Arc<BrokerCore>, Arc<Replica>, i32, u32) -> JoinHandle<()>,
     ) {
-        let mut assigned: BTreeMap<TopicPartition, (proto::ferry::PartitionState, DirChoice)> = BTreeMap::new();
-        // A new replica goes to the dir its reassignment names, else to one asked for by hand
-        // before it arrived, else where the partition's state last put it.
-        let mine = |state: &proto::ferry::PartitionState| {
-            let i = state.replicas.iter().position(|r| *r == self.id)?;
-            let dir = match crate::named_dir::pending_dir(self.id, state) {
-                Some(named) => DirChoice::Named(named.to_string()),
-                None => DirChoice::Stored(state.log_dirs.get(i).cloned().unwrap_or_default()),
-            };
-            Some((state.clone(), dir))
-        };
-        {
-            let view = self.view.read();
-            match changed {
-                None => {
-                    for (topic, t) in &view.topics {
-                        for (p, e) in &t.partitions {
-                            if let Some(a) = mine(&e.state) {
-                                assigned.insert((topic.clone(), *p), a);
-                            }
-                        }
+        let assigned = assigned_here(self.id, &self.view.read(), changed);
+        for (tp, state, replica) in self.ensure_replicas(&assigned) {
+            let role = replica.apply_metadata(state);
+            if let Some(role) = role {
+                match role {
+                    Role::Leader { epoch } => tracing::info!(replica = %replica.name(), epoch, "leading"),
+                    Role::Follower { leader, epoch } => {
+                        tracing::info!(replica = %replica.name(), leader, epoch, "following")
                     }
                 }
-                Some(tps) => {
-                    for tp in tps {
-                        if let Some(a) = view.partition(&tp.0, tp.1).and_then(|e| mine(&e.state)) {
-                            assigned.insert(tp.clone(), a);
-                        }
+            }
+            let mut fetchers = self.fetchers.lock();
+            let running = fetchers.get(tp).is_some_and(|h| !h.is_finished());
+            match fetcher_step(role.is_some(), replica.fetch_source(), running) {
+                FetcherStep::Keep => {}
+                FetcherStep::Start { leader, epoch } => {
+                    let h = spawn_fetcher(self.clone(), replica.clone(), leader, epoch);
+                    if let Some(old) = fetchers.insert(tp.clone(), h) {
+                        old.abort();
+                    }
+                }
+                FetcherStep::Stop { removed } => {
+                    if let Some(h) = fetchers.remove(tp) {
+                        h.abort();
+                    }
+                    if removed {
+                        tracing::info!(replica = %replica.name(), "stopped fetching: being removed and not in sync");
                     }
                 }
             }
         }
+        let gone = unassigned(&self.replicas.read(), &assigned, changed);
+        for tp in gone {
+            self.delete_replica(&tp);
+        }
+    }
 
-        // Every replica first, with the folder syncs of the new ones done together after.
+    /// Opens or creates every assigned replica, with the folder syncs of the new ones done
+    /// together after; a new one whose folder did not sync is left out.
+    fn ensure_replicas<'a>(
+        &self,
+        assigned: &'a BTreeMap<TopicPartition, PartitionState>,
+    ) -> Vec<(&'a TopicPartition, &'a PartitionState, Arc<Replica>)> {
         let mut syncs = crate::partition_log::PendingDirSyncs::default();
         let mut ready = Vec::with_capacity(assigned.len());
-        for (tp, (state, dir)) in &assigned {
-            match self.ensure_replica(tp, dir, &mut syncs) {
+        for (tp, state) in assigned {
+            match self.ensure_replica(tp, state, &mut syncs) {
                 Ok((r, new)) => ready.push((tp, state, r, new)),
                 Err(e) => {
                     tracing::error!(replica = %replica_folder(&tp.0, tp.1), error = %e, "cannot create replica");
@@ -337,7 +338,7 @@ impl BrokerCore {
             let mut hosted = self.replicas.write();
             ready.retain(|(tp, _, r, new)| {
                 let unsynced = *new && {
-                    let dir = r.log.lock().dir().to_path_buf();
+                    let dir = r.log().dir().to_path_buf();
                     failed.iter().any(|f| dir.starts_with(f))
                 };
                 if unsynced && hosted.get(*tp).is_some_and(|h| Arc::ptr_eq(h, r)) {
@@ -346,56 +347,13 @@ impl BrokerCore {
                 !unsynced
             });
         }
-        for (tp, state, replica, _) in ready {
-            let new_role = replica.apply_metadata(state);
-            let source = replica.fetch_source();
-            let mut fetchers = self.fetchers.lock();
-            if let Some(role) = new_role {
-                // A new leader or epoch: the old copy loop fetches from the wrong place.
-                if let Some(h) = fetchers.remove(tp) {
-                    h.abort();
-                }
-                match role {
-                    Role::Leader { epoch } => tracing::info!(replica = %replica.name(), epoch, "leading"),
-                    Role::Follower { leader, epoch } => {
-                        tracing::info!(replica = %replica.name(), leader, epoch, "following")
-                    }
-                }
-            }
-            let fetching = fetchers.get(tp).is_some_and(|h| !h.is_finished());
-            match source {
-                Some((leader, epoch)) if !fetching => {
-                    fetchers.insert(tp.clone(), spawn_fetcher(self.clone(), replica.clone(), leader, epoch));
-                }
-                None if fetching => {
-                    if let Some(h) = fetchers.remove(tp) {
-                        h.abort();
-                    }
-                    tracing::info!(replica = %replica.name(), "stopped fetching: being removed and not in sync");
-                }
-                _ => {}
-            }
-        }
-
-        // Only the changed partitions when given: scanning every hosted replica on each change
-        // made a stream of ISR changes over 100,000 partitions quadratic.
-        let gone: Vec<TopicPartition> = {
-            let hosted = self.replicas.read();
-            let unassigned = |tp: &&TopicPartition| hosted.contains_key(*tp) && !assigned.contains_key(*tp);
-            match changed {
-                Some(tps) => tps.iter().filter(unassigned).cloned().collect(),
-                None => hosted.keys().filter(unassigned).cloned().collect(),
-            }
-        };
-        for tp in gone {
-            self.delete_replica(&tp);
-        }
+        ready.into_iter().map(|(tp, state, r, _)| (tp, state, r)).collect()
     }
 
     fn ensure_replica(
         &self,
         tp: &TopicPartition,
-        dir: &DirChoice,
+        state: &PartitionState,
         syncs: &mut crate::partition_log::PendingDirSyncs,
     ) -> Result<(Arc<Replica>, bool), crate::partition_log::LogError> {
         if let Some(r) = self.replicas.read().get(tp) {
@@ -407,15 +365,17 @@ impl BrokerCore {
                 replica_folder(&tp.0, tp.1)
             )));
         }
-        let dir = match (dir, self.moves.take_wanted(tp)) {
-            (DirChoice::Named(d), _) => d.clone(),
-            (_, Some(wanted)) => wanted.to_string_lossy().into_owned(),
-            (DirChoice::Stored(d), None) => d.clone(),
-        };
+        let dir = choose_dir(self.id, state, self.moves.take_wanted(tp).as_deref());
         let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
         let log = PartitionLog::open_deferring_syncs(&path, self.config.log.clone(), syncs)?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
-        let r = Arc::new(Replica::new(tp.0.clone(), tp.1, self.id, log));
+        let r = Arc::new(Replica::new(
+            tp.0.clone(),
+            tp.1,
+            self.id,
+            log,
+            self.config.clock.clone(),
+        ));
         Ok((self.replicas.write().entry(tp.clone()).or_insert(r).clone(), true))
     }
 
@@ -426,10 +386,10 @@ impl BrokerCore {
         let Some(r) = self.replicas.write().remove(tp) else {
             return;
         };
-        log_dir_move::cancel(self, &r);
-        r.state.lock().role = Role::Follower { leader: -1, epoch: 0 };
+        self.moves.cancel(&r);
+        r.state().role = Role::Follower { leader: -1, epoch: 0 };
         r.notify();
-        let path = r.log.lock().dir().to_path_buf();
+        let path = r.log().dir().to_path_buf();
         match std::fs::remove_dir_all(&path) {
             Ok(()) => tracing::info!(replica = %r.name(), "deleted replica no longer assigned here"),
             Err(e) => tracing::error!(replica = %r.name(), error = %e, "cannot delete replica"),
@@ -492,10 +452,10 @@ impl BrokerCore {
             .collect();
         let mut taken = 0;
         for (tp, r) in hosted {
-            let future_offline = r.future.lock().as_ref().is_some_and(|f| in_offline(&f.dest));
-            let current_offline = in_offline(r.log.lock().dir());
+            let future_offline = r.future().as_ref().is_some_and(|f| in_offline(&f.dest));
+            let current_offline = in_offline(r.log().dir());
             if future_offline || current_offline {
-                log_dir_move::cancel(self, &r);
+                self.moves.cancel(&r);
             }
             if !current_offline {
                 continue;
@@ -505,7 +465,7 @@ impl BrokerCore {
             }
             self.replicas.write().remove(&tp);
             self.offline_replicas.write().insert(tp);
-            r.state.lock().role = Role::Follower { leader: -1, epoch: 0 };
+            r.state().role = Role::Follower { leader: -1, epoch: 0 };
             r.notify();
             taken += 1;
         }
@@ -522,10 +482,10 @@ impl BrokerCore {
         }
         self.moves.stop_all();
         for r in self.replicas.read().values() {
-            if let Err(e) = r.log.lock().flush() {
+            if let Err(e) = r.log().flush() {
                 tracing::warn!(replica = %r.name(), error = %e, "flush at shutdown failed");
             }
-            if let Some(f) = r.future.lock().as_mut() {
+            if let Some(f) = r.future().as_mut() {
                 if let Err(e) = f.log.flush() {
                     tracing::warn!(replica = %r.name(), error = %e, "flush of a future log at shutdown failed");
                 }

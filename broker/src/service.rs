@@ -93,7 +93,7 @@ impl BrokerService {
             ));
         }
         let (epoch, next) = {
-            let st = r.state.lock();
+            let st = r.state();
             let Role::Leader { epoch } = st.role else {
                 drop(st);
                 return Err(r
@@ -112,7 +112,7 @@ impl BrokerService {
                     ),
                 ));
             }
-            let mut log = r.log.lock();
+            let mut log = r.log();
             let (base, next) = log
                 .append_as_leader(&req.records, epoch, now_wall_ms())
                 .map_err(|e| storage_error(&self.core, &r, e))?;
@@ -133,7 +133,7 @@ impl BrokerService {
         let mut lost = false;
         let done = r
             .wait_until(Duration::from_millis(timeout as u64), |r| {
-                let st = r.state.lock();
+                let st = r.state();
                 if st.role != (Role::Leader { epoch }) {
                     lost = true;
                     return true;
@@ -160,7 +160,7 @@ impl BrokerService {
         let r = self.core.replica(&req.topic, req.partition)?;
         r.leader_epoch()?;
         let (start, leo) = {
-            let log = r.log.lock();
+            let log = r.log();
             (log.log_start_offset(), log.log_end_offset())
         };
         if req.offset < start || req.offset > leo {
@@ -175,16 +175,15 @@ impl BrokerService {
         }
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
         let offset = req.offset;
-        r.wait_until(wait, |r| r.state.lock().high_watermark > offset).await;
-        let hw = r.state.lock().high_watermark;
+        r.wait_until(wait, |r| r.state().high_watermark > offset).await;
+        let hw = r.state().high_watermark;
         let max = if req.max_bytes == 0 {
             DEFAULT_FETCH_BYTES
         } else {
             req.max_bytes
         } as usize;
         let records = if offset < hw {
-            r.log
-                .lock()
+            r.log()
                 .read_records(offset, max, hw)
                 .map_err(|e| storage_error(&self.core, &r, e))?
         } else {
@@ -217,7 +216,7 @@ impl BrokerService {
                 format!("{}: leader epoch {} is newer than {epoch}", r.name(), req.leader_epoch),
             ));
         }
-        let leo = r.log.lock().log_end_offset();
+        let leo = r.log().log_end_offset();
         if req.fetch_offset < 0 || req.fetch_offset > leo {
             return Err(ReplicaError::new(
                 ErrorCode::OFFSET_OUT_OF_RANGE,
@@ -230,7 +229,7 @@ impl BrokerService {
         }
         {
             let now = r.now_ms();
-            let mut st = r.state.lock();
+            let mut st = r.state();
             if !st.meta.replicas.contains(&req.replica_id) {
                 return Err(ReplicaError::new(
                     ErrorCode::REPLICA_NOT_AVAILABLE,
@@ -249,8 +248,8 @@ impl BrokerService {
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
         r.wait_until(wait, |r| {
             // One lock at a time: elsewhere `state` is taken before `log`.
-            let moved = r.log.lock().log_end_offset() > from;
-            moved || r.state.lock().role != (Role::Leader { epoch })
+            let moved = r.log().log_end_offset() > from;
+            moved || r.state().role != (Role::Leader { epoch })
         })
         .await;
         let mut max = if req.max_bytes == 0 {
@@ -264,7 +263,7 @@ impl BrokerService {
             max = max.min(rate as usize);
         }
         let (batches, leo) = {
-            let log = r.log.lock();
+            let log = r.log();
             let leo = log.log_end_offset();
             (
                 log.read(from, max, leo).map_err(|e| storage_error(&self.core, &r, e))?,
@@ -278,7 +277,7 @@ impl BrokerService {
             .metrics
             .replication_bytes_out
             .add(throttle.is_some(), batches.len());
-        let hw = r.state.lock().high_watermark;
+        let hw = r.state().high_watermark;
         Ok(ReplicaFetchResponse {
             high_watermark: hw,
             log_end_offset: leo,
@@ -343,7 +342,7 @@ impl Broker for BrokerService {
                         log_end_offset: if e.code == ErrorCode::OFFSET_OUT_OF_RANGE {
                             this.core
                                 .replica(&req.topic, req.partition)
-                                .map_or(-1, |r| r.log.lock().log_end_offset())
+                                .map_or(-1, |r| r.log().log_end_offset())
                         } else {
                             -1
                         },
@@ -378,7 +377,7 @@ impl Broker for BrokerService {
                     ),
                 ));
             }
-            let log = r.log.lock();
+            let log = r.log();
             Ok(match log.end_offset_for_epoch(req.epoch) {
                 Some((e, end)) => (e, end),
                 // Nothing at or before that epoch here: everything the follower has from then on diverges.
@@ -406,7 +405,7 @@ impl Broker for BrokerService {
     ) -> Result<Response<DescribeLogDirsResponse>, Status> {
         let core = self.core.clone();
         let topics = req.into_inner().topics;
-        let resp = tokio::task::spawn_blocking(move || crate::log_dir_move::describe(&core, &topics))
+        let resp = tokio::task::spawn_blocking(move || crate::log_dir_requests::describe(&core, &topics))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(resp))
@@ -419,7 +418,7 @@ impl Broker for BrokerService {
         let moves = req.into_inner().moves;
         let core = self.core.clone();
         // Starting a move creates folders and files: off the async workers.
-        let resp = tokio::task::spawn_blocking(move || crate::log_dir_move::alter(&core, &moves))
+        let resp = tokio::task::spawn_blocking(move || crate::log_dir_requests::alter(&core, &moves))
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(resp))

@@ -74,7 +74,7 @@ async fn wait_moved(core: &Arc<BrokerCore>, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     loop {
         let r = core.replica("t", 0).unwrap();
-        if r.future.lock().is_none() && !core.moves.is_moving(&("t".to_string(), 0)) {
+        if r.future().is_none() && !core.moves.is_moving(&("t".to_string(), 0)) {
             return;
         }
         assert!(Instant::now() < deadline, "the move did not finish");
@@ -99,17 +99,17 @@ async fn a_move_under_appends_keeps_every_record() {
     let r = core.replica("t", 0).unwrap();
     log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     // Appends go on while the copy runs, through the replica's (swappable) log.
-    while core.moves.is_moving(&("t".to_string(), 0)) || r.future.lock().is_some() {
+    while core.moves.is_moving(&("t".to_string(), 0)) || r.future().is_some() {
         let recs: Vec<Vec<u8>> = (n..n + 10).map(record).collect();
-        r.log.lock().append_as_leader(&recs, 1, 0).unwrap();
+        r.log().append_as_leader(&recs, 1, 0).unwrap();
         n += 10;
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let recs: Vec<Vec<u8>> = (n..n + 10).map(record).collect();
-    r.log.lock().append_as_leader(&recs, 1, 0).unwrap();
+    r.log().append_as_leader(&recs, 1, 0).unwrap();
     n += 10;
-    r.log.lock().flush().unwrap();
-    assert_eq!(r.log.lock().dir(), dirs[1].join("t-0"));
+    r.log().flush().unwrap();
+    assert_eq!(r.log().dir(), dirs[1].join("t-0"));
     // The replaced folder goes in the background.
     let deadline = Instant::now() + Duration::from_secs(10);
     while dirs[0].join("t-0.delete").exists() {
@@ -129,7 +129,7 @@ async fn a_throttled_move_keeps_its_rate() {
     let dirs = dirs_in(t.path());
     preload(&dirs[0], 100); // about 10 MB
     let core = Arc::new(BrokerCore::open(1, dirs.clone(), config()).unwrap());
-    let size = core.replica("t", 0).unwrap().log.lock().size_bytes();
+    let size = core.replica("t", 0).unwrap().log().size_bytes();
     let rate = 4_000_000u64;
     core.dynamic_config
         .write()
@@ -146,7 +146,7 @@ async fn a_throttled_move_keeps_its_rate() {
         (0.9..=1.1).contains(&ratio),
         "achieved {achieved:.0} B/s against {rate}"
     );
-    assert_eq!(r.log.lock().dir(), dirs[1].join("t-0"));
+    assert_eq!(r.log().dir(), dirs[1].join("t-0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,10 +160,10 @@ async fn the_throttle_can_change_while_a_move_runs() {
     let r = core.replica("t", 0).unwrap();
     log_dir_move::start(&core, &r, &dirs[1], false).unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(r.future.lock().is_some(), "at 100 kB/s the move cannot be done yet");
+    assert!(r.future().is_some(), "at 100 kB/s the move cannot be done yet");
     core.dynamic_config.write().remove(&key);
     wait_moved(&core, Duration::from_secs(30)).await;
-    assert_eq!(r.log.lock().dir(), dirs[1].join("t-0"));
+    assert_eq!(r.log().dir(), dirs[1].join("t-0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -211,7 +211,7 @@ async fn a_restart_at_each_point_of_a_move_ends_with_one_whole_log() {
             _ => {}
         }
         let core = Arc::new(BrokerCore::open(1, dirs.clone(), config()).unwrap());
-        core.resume_moves();
+        log_dir_move::resume_found(&core);
         wait_moved(&core, Duration::from_secs(30)).await;
         let r = core.replica("t", 0).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -220,7 +220,7 @@ async fn a_restart_at_each_point_of_a_move_ends_with_one_whole_log() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert_eq!(folders(&dirs), vec!["b/t-0".to_string()], "{point:?}");
-        assert_eq!(r.log.lock().dir(), dirs[1].join("t-0"), "{point:?}");
+        assert_eq!(r.log().dir(), dirs[1].join("t-0"), "{point:?}");
         core.close();
         drop(r);
         drop(core);
@@ -243,7 +243,7 @@ async fn a_truncation_during_a_move_reaches_the_future_log() {
     // A new leader's log diverges: truncate, then write different records at the same offsets.
     let cut = n / 4;
     {
-        let mut log = r.log.lock();
+        let mut log = r.log();
         r.truncate_log(&mut log, cut).unwrap();
         let recs: Vec<Vec<u8>> = (cut as usize..n as usize).map(record).collect();
         for chunk in recs.chunks(100) {
@@ -252,7 +252,7 @@ async fn a_truncation_during_a_move_reaches_the_future_log() {
     }
     core.dynamic_config.write().clear();
     wait_moved(&core, Duration::from_secs(30)).await;
-    let log = r.log.lock();
+    let log = r.log();
     assert_eq!(log.dir(), dirs[1].join("t-0"));
     assert_eq!(log.log_end_offset(), n);
     assert_eq!(

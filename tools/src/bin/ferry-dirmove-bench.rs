@@ -56,11 +56,11 @@ async fn move_to(core: &Arc<BrokerCore>, to: &Path) -> anyhow::Result<f64> {
     let started = Instant::now();
     log_dir_move::start(core, &r, to, false)?;
     let tp = ("t".to_string(), 0);
-    while r.future.lock().is_some() || core.moves.is_moving(&tp) {
+    while r.future().is_some() || core.moves.is_moving(&tp) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let took = started.elapsed().as_secs_f64();
-    if r.log.lock().dir() != to.join("t-0") {
+    if r.log().dir() != to.join("t-0") {
         bail!("the move to {} did not finish", to.display());
     }
     Ok(took)
