@@ -126,34 +126,7 @@ async fn copy_from_leader(
         .channel(&endpoint)
         .map_err(|_| FetchError::NoEndpoint(leader))?;
     let mut c = client(channel);
-
-    // Drop what this replica has beyond the leader's end of our last epoch: that tail was
-    // written by a leader whose records the new leader never got.
-    let latest = r.log().latest_epoch();
-    if let Some(last_epoch) = latest {
-        let resp = c
-            .epoch_end_offset(EpochEndOffsetRequest {
-                topic: r.topic.clone(),
-                partition: r.partition,
-                leader_epoch: epoch,
-                epoch: last_epoch,
-            })
-            .await?
-            .into_inner();
-        if resp.error_code != 0 {
-            return Err(FetchError::Leader {
-                code: ErrorCode(resp.error_code),
-                message: resp.error_message,
-            });
-        }
-        let mut log = r.log();
-        if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
-            tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
-            let leo = r.truncate_log(&mut log, resp.end_offset)?;
-            drop(log);
-            clamp_high_watermark(r, leo);
-        }
-    }
+    truncate_divergent_tail(&mut c, r, epoch).await?;
 
     let request = |offset: i64, throttle: Option<u64>| ReplicaFetchRequest {
         topic: r.topic.clone(),
@@ -231,6 +204,37 @@ async fn copy_from_leader(
         if tx.send(request(leo, throttle)).await.is_err() {
             break;
         }
+    }
+    Ok(())
+}
+
+/// Drops what this replica has beyond the leader's end of our last epoch: that tail was written
+/// by a leader whose records the new leader never got.
+async fn truncate_divergent_tail(c: &mut BrokerClient<Channel>, r: &Replica, epoch: u32) -> Result<(), FetchError> {
+    let Some(last_epoch) = r.log().latest_epoch() else {
+        return Ok(());
+    };
+    let resp = c
+        .epoch_end_offset(EpochEndOffsetRequest {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            leader_epoch: epoch,
+            epoch: last_epoch,
+        })
+        .await?
+        .into_inner();
+    if resp.error_code != 0 {
+        return Err(FetchError::Leader {
+            code: ErrorCode(resp.error_code),
+            message: resp.error_message,
+        });
+    }
+    let mut log = r.log();
+    if resp.end_offset >= 0 && resp.end_offset < log.log_end_offset() {
+        tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.end_offset, "truncating divergent tail");
+        let leo = r.truncate_log(&mut log, resp.end_offset)?;
+        drop(log);
+        clamp_high_watermark(r, leo);
     }
     Ok(())
 }

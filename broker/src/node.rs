@@ -19,7 +19,7 @@ use proto::metastore as pb;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::replica::Role;
+use crate::replica::{Replica, Role};
 use crate::replica_manager::{BrokerCore, DataConfig, OpenError};
 use crate::service::BrokerService;
 use crate::{fetcher, isr};
@@ -114,9 +114,7 @@ impl Broker {
                 .map(|d| d.to_string_lossy().into_owned())
                 .collect(),
             incarnation: self.core.incarnation,
-            registered_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            registered_ms: self.core.config.clock.wall_ms(),
             ..Default::default()
         };
         let tasks = vec![
@@ -188,20 +186,7 @@ async fn register(
                 continue;
             }
         };
-        let txn = pb::TxnRequest {
-            guards: vec![pb::Guard {
-                key: key.clone(),
-                check: Some(pb::guard::Check::Absent(true)),
-            }],
-            ops: vec![pb::Op {
-                op: Some(pb::op::Op::Put(pb::PutOp {
-                    key: key.clone(),
-                    value: reg.encode_to_vec().into(),
-                    lease,
-                })),
-            }],
-            request_id: String::new(),
-        };
+        let txn = registration_txn(&key, &reg, lease);
         match client.txn(txn).await {
             Ok(r) if r.succeeded => {
                 tracing::info!(broker = reg.id, lease, "registered");
@@ -226,31 +211,66 @@ async fn register(
                 continue;
             }
         }
-        // Keep the lease alive; when it is lost, register again.
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(ttl_ms / 4)) => {}
-                Ok(()) = offline.changed() => {
-                    publish_offline(&core, &mut reg);
-                    let put = client.put_with_lease(&key, reg.encode_to_vec(), lease).await;
-                    match put {
-                        Ok(_) => tracing::warn!(broker = reg.id, offline = ?reg.offline_log_dirs, "published offline log dirs"),
-                        Err(e) => tracing::warn!(error = %e, "publishing offline log dirs failed"),
-                    }
-                    continue;
+        if keep_alive(&core, &client, &mut reg, lease, ttl_ms, &mut offline, &stop).await {
+            return;
+        }
+    }
+}
+
+/// A put of the registration under its lease, guarded on no other registration being live.
+fn registration_txn(key: &str, reg: &BrokerRegistration, lease: u64) -> pb::TxnRequest {
+    pb::TxnRequest {
+        guards: vec![pb::Guard {
+            key: key.to_string(),
+            check: Some(pb::guard::Check::Absent(true)),
+        }],
+        ops: vec![pb::Op {
+            op: Some(pb::op::Op::Put(pb::PutOp {
+                key: key.to_string(),
+                value: reg.encode_to_vec().into(),
+                lease,
+            })),
+        }],
+        request_id: String::new(),
+    }
+}
+
+/// Keeps a registration's lease alive and republishes it when a dir goes offline; returns
+/// `true` when the broker stops, `false` when the lease was lost and the broker must register
+/// again.
+async fn keep_alive(
+    core: &BrokerCore,
+    client: &Client,
+    reg: &mut BrokerRegistration,
+    lease: u64,
+    ttl_ms: u64,
+    offline: &mut watch::Receiver<u64>,
+    stop: &watch::Receiver<bool>,
+) -> bool {
+    let key = keys::broker(reg.id);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ttl_ms / 4)) => {}
+            Ok(()) = offline.changed() => {
+                publish_offline(core, reg);
+                let put = client.put_with_lease(&key, reg.encode_to_vec(), lease).await;
+                match put {
+                    Ok(_) => tracing::warn!(broker = reg.id, offline = ?reg.offline_log_dirs, "published offline log dirs"),
+                    Err(e) => tracing::warn!(error = %e, "publishing offline log dirs failed"),
                 }
+                continue;
             }
-            if *stop.borrow() {
-                return;
+        }
+        if *stop.borrow() {
+            return true;
+        }
+        match client.lease_keep_alive(lease).await {
+            Ok(_) => {}
+            Err(e) if e.code() == tonic::Code::NotFound => {
+                tracing::warn!(broker = reg.id, "registration lease expired; registering again");
+                return false;
             }
-            match client.lease_keep_alive(lease).await {
-                Ok(_) => {}
-                Err(e) if e.code() == tonic::Code::NotFound => {
-                    tracing::warn!(broker = reg.id, "registration lease expired; registering again");
-                    break;
-                }
-                Err(e) => tracing::warn!(error = %e, "lease keep-alive failed"),
-            }
+            Err(e) => tracing::warn!(error = %e, "lease keep-alive failed"),
         }
     }
 }
@@ -477,49 +497,8 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 // Long passes give way, so Raft heartbeats on the same runtime are not starved.
                 tokio::task::yield_now().await;
             }
-            if !matches!(r.state().role, Role::Leader { .. }) {
+            let Some(req) = isr_request(&core, &r, &registered) else {
                 continue;
-            }
-            let now = r.now_ms();
-            let leo = r.log().log_end_offset();
-            let req = {
-                let mut st = r.state();
-                let Role::Leader { epoch } = st.role else { continue };
-                for p in st.followers.values_mut() {
-                    p.observe_leader_end(leo, now);
-                }
-                if st.isr_change_in_flight {
-                    continue;
-                }
-                let Some(new_isr) = isr::next_isr(
-                    core.id,
-                    st.high_watermark,
-                    &st.meta.isr,
-                    &st.meta.replicas,
-                    &st.followers,
-                    &registered,
-                    isr::LagClock {
-                        now_ms: now,
-                        lag_max_ms: core.config.replica_lag_max_ms,
-                    },
-                ) else {
-                    continue;
-                };
-                st.isr_change_in_flight = true;
-                let joining_incarnations = new_isr
-                    .iter()
-                    .filter(|b| !st.meta.isr.contains(b))
-                    .filter_map(|b| st.followers.get(b).map(|p| (*b, p.incarnation)))
-                    .collect();
-                AlterPartitionRequest {
-                    topic: r.topic.clone(),
-                    partition: r.partition,
-                    leader: core.id,
-                    leader_epoch: epoch,
-                    partition_epoch: st.meta.partition_epoch,
-                    new_isr,
-                    joining_incarnations,
-                }
             };
             tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");
             // Sent concurrently (a bounded number at a time), so that thousands of partitions
@@ -530,31 +509,86 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
             let controller = controller.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                let mut admin = controller.admin();
-                let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
-                let state = match resp {
-                    Ok(Ok(resp)) => {
-                        let resp = resp.into_inner();
-                        if resp.error_code != 0 {
-                            tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
-                        }
-                        resp.state
-                    }
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "ISR change failed");
-                        controller.failed();
-                        None
-                    }
-                    Err(_) => {
-                        controller.failed();
-                        None
-                    }
-                };
-                if let Some(state) = state {
-                    r.apply_metadata(&state);
-                }
-                r.state().isr_change_in_flight = false;
+                send_isr_change(&controller, &r, req).await;
             });
         }
     }
+}
+
+/// The ISR change a replica this broker leads should ask for, if any; marks it in flight.
+fn isr_request(
+    core: &BrokerCore,
+    r: &Replica,
+    registered: &std::collections::HashMap<i32, u64>,
+) -> Option<AlterPartitionRequest> {
+    if !matches!(r.state().role, Role::Leader { .. }) {
+        return None;
+    }
+    let now = r.now_ms();
+    let leo = r.log().log_end_offset();
+    let mut st = r.state();
+    let Role::Leader { epoch } = st.role else {
+        return None;
+    };
+    for p in st.followers.values_mut() {
+        p.observe_leader_end(leo, now);
+    }
+    if st.isr_change_in_flight {
+        return None;
+    }
+    let new_isr = isr::next_isr(
+        core.id,
+        st.high_watermark,
+        &st.meta.isr,
+        &st.meta.replicas,
+        &st.followers,
+        registered,
+        isr::LagClock {
+            now_ms: now,
+            lag_max_ms: core.config.replica_lag_max_ms,
+        },
+    )?;
+    st.isr_change_in_flight = true;
+    let joining_incarnations = new_isr
+        .iter()
+        .filter(|b| !st.meta.isr.contains(b))
+        .filter_map(|b| st.followers.get(b).map(|p| (*b, p.incarnation)))
+        .collect();
+    Some(AlterPartitionRequest {
+        topic: r.topic.clone(),
+        partition: r.partition,
+        leader: core.id,
+        leader_epoch: epoch,
+        partition_epoch: st.meta.partition_epoch,
+        new_isr,
+        joining_incarnations,
+    })
+}
+
+/// Sends one ISR change to the controller and applies the state it answers with.
+async fn send_isr_change(controller: &ControllerChannels, r: &Replica, req: AlterPartitionRequest) {
+    let mut admin = controller.admin();
+    let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
+    let state = match resp {
+        Ok(Ok(resp)) => {
+            let resp = resp.into_inner();
+            if resp.error_code != 0 {
+                tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
+            }
+            resp.state
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "ISR change failed");
+            controller.failed();
+            None
+        }
+        Err(_) => {
+            controller.failed();
+            None
+        }
+    };
+    if let Some(state) = state {
+        r.apply_metadata(&state);
+    }
+    r.state().isr_change_in_flight = false;
 }

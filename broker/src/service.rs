@@ -37,10 +37,102 @@ impl BrokerService {
     }
 }
 
-fn now_wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The checks of a produce request that need no replica.
+fn check_produce(req: &ProduceRequest) -> Result<(), ReplicaError> {
+    if !(-1..=1).contains(&req.acks) {
+        return Err(ReplicaError::new(
+            ErrorCode::INVALID_REQUIRED_ACKS,
+            format!("acks must be 0, 1 or -1 (all), got {}", req.acks),
+        ));
+    }
+    if req.records.is_empty() {
+        return Err(ReplicaError::new(
+            ErrorCode::INVALID_REQUEST,
+            "records: no record given",
+        ));
+    }
+    Ok(())
+}
+
+/// Waits until the in-sync replicas hold everything before `next`, for at most `timeout_ms`,
+/// while this broker still leads at `epoch`.
+async fn await_in_sync(r: &Replica, epoch: u32, next: i64, timeout_ms: u32) -> Result<(), ReplicaError> {
+    let mut lost = false;
+    let done = r
+        .wait_until(Duration::from_millis(timeout_ms as u64), |r| {
+            let st = r.state();
+            if st.role != (Role::Leader { epoch }) {
+                lost = true;
+                return true;
+            }
+            st.high_watermark >= next
+        })
+        .await;
+    if lost {
+        return Err(ReplicaError::new(
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            format!("leadership of {} moved before the records were replicated", r.name()),
+        ));
+    }
+    if !done {
+        return Err(ReplicaError::new(
+            ErrorCode::REQUEST_TIMED_OUT,
+            format!(
+                "{}: the in-sync replicas did not confirm within {timeout_ms} ms",
+                r.name()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a follower's fetch against this leader's epoch and log; returns the epoch and the log
+/// end offset.
+fn check_replica_fetch(r: &Replica, req: &ReplicaFetchRequest) -> Result<(u32, i64), ReplicaError> {
+    let epoch = r.leader_epoch()?;
+    if req.leader_epoch < epoch {
+        return Err(ReplicaError::new(
+            ErrorCode::FENCED_LEADER_EPOCH,
+            format!("{}: leader epoch {} is older than {epoch}", r.name(), req.leader_epoch),
+        ));
+    }
+    if req.leader_epoch > epoch {
+        return Err(ReplicaError::new(
+            ErrorCode::UNKNOWN_LEADER_EPOCH,
+            format!("{}: leader epoch {} is newer than {epoch}", r.name(), req.leader_epoch),
+        ));
+    }
+    let leo = r.log().log_end_offset();
+    if req.fetch_offset < 0 || req.fetch_offset > leo {
+        return Err(ReplicaError::new(
+            ErrorCode::OFFSET_OUT_OF_RANGE,
+            format!(
+                "{}: fetch offset {} is beyond the log end {leo}",
+                r.name(),
+                req.fetch_offset
+            ),
+        ));
+    }
+    Ok((epoch, leo))
+}
+
+/// Records a follower's fetch in its progress, which the ISR and the watermark follow.
+fn note_follower_fetch(r: &Replica, req: &ReplicaFetchRequest, leo: i64) -> Result<(), ReplicaError> {
+    let now = r.now_ms();
+    let mut st = r.state();
+    if !st.meta.replicas.contains(&req.replica_id) {
+        return Err(ReplicaError::new(
+            ErrorCode::REPLICA_NOT_AVAILABLE,
+            format!("broker {} is not a replica of {}", req.replica_id, r.name()),
+        ));
+    }
+    let p = st
+        .followers
+        .entry(req.replica_id)
+        .or_insert_with(|| crate::isr::FollowerProgress::new(now));
+    p.on_fetch(req.fetch_offset, leo, now);
+    p.incarnation = req.incarnation;
+    Ok(())
 }
 
 /// A log operation failed: a failed disk takes its dir offline; the client sees
@@ -68,18 +160,7 @@ impl BrokerService {
     }
 
     async fn produce_inner(&self, req: ProduceRequest) -> Result<i64, ReplicaError> {
-        if !(-1..=1).contains(&req.acks) {
-            return Err(ReplicaError::new(
-                ErrorCode::INVALID_REQUIRED_ACKS,
-                format!("acks must be 0, 1 or -1 (all), got {}", req.acks),
-            ));
-        }
-        if req.records.is_empty() {
-            return Err(ReplicaError::new(
-                ErrorCode::INVALID_REQUEST,
-                "records: no record given",
-            ));
-        }
+        check_produce(&req)?;
         let r = self.core.replica(&req.topic, req.partition)?;
         let (min_isr, max) = self.produce_limits(&req.topic);
         let size = BATCH_OVERHEAD + req.records.iter().map(|v| v.len() + RECORD_OVERHEAD).sum::<usize>();
@@ -92,37 +173,9 @@ impl BrokerService {
                 ),
             ));
         }
-        let (epoch, next) = {
-            let st = r.state();
-            let Role::Leader { epoch } = st.role else {
-                drop(st);
-                return Err(r
-                    .leader_epoch()
-                    .err()
-                    .unwrap_or_else(|| ReplicaError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, "leadership moved")));
-            };
-            if req.acks == -1 && st.meta.isr.len() < min_isr {
-                return Err(ReplicaError::new(
-                    ErrorCode::NOT_ENOUGH_REPLICAS,
-                    format!(
-                        "{} has {} in-sync replicas {:?}, fewer than min.insync.replicas {min_isr}",
-                        r.name(),
-                        st.meta.isr.len(),
-                        st.meta.isr
-                    ),
-                ));
-            }
-            let mut log = r.log();
-            let (base, next) = log
-                .append_as_leader(&req.records, epoch, now_wall_ms())
-                .map_err(|e| storage_error(&self.core, &r, e))?;
-            drop(log);
-            drop(st);
-            (epoch, (base, next))
-        };
+        let (epoch, base, next) = self.append_as_leader(&r, &req, min_isr)?;
         r.update_high_watermark();
         r.notify();
-        let (base, next) = next;
         if req.acks != -1 {
             return Ok(if req.acks == 0 { -1 } else { base });
         }
@@ -130,30 +183,42 @@ impl BrokerService {
             0 => DEFAULT_ACK_TIMEOUT_MS,
             t => t.min(MAX_WAIT_MS),
         };
-        let mut lost = false;
-        let done = r
-            .wait_until(Duration::from_millis(timeout as u64), |r| {
-                let st = r.state();
-                if st.role != (Role::Leader { epoch }) {
-                    lost = true;
-                    return true;
-                }
-                st.high_watermark >= next
-            })
-            .await;
-        if lost {
-            return Err(ReplicaError::new(
-                ErrorCode::NOT_LEADER_OR_FOLLOWER,
-                format!("leadership of {} moved before the records were replicated", r.name()),
-            ));
-        }
-        if !done {
-            return Err(ReplicaError::new(
-                ErrorCode::REQUEST_TIMED_OUT,
-                format!("{}: the in-sync replicas did not confirm within {timeout} ms", r.name()),
-            ));
-        }
+        await_in_sync(&r, epoch, next, timeout).await?;
         Ok(base)
+    }
+
+    /// Appends the records as this partition's leader, once `acks=all` finds enough replicas in
+    /// sync; returns the leader epoch, the first offset and the offset after the last.
+    fn append_as_leader(
+        &self,
+        r: &Replica,
+        req: &ProduceRequest,
+        min_isr: usize,
+    ) -> Result<(u32, i64, i64), ReplicaError> {
+        let st = r.state();
+        let Role::Leader { epoch } = st.role else {
+            drop(st);
+            return Err(r
+                .leader_epoch()
+                .err()
+                .unwrap_or_else(|| ReplicaError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, "leadership moved")));
+        };
+        if req.acks == -1 && st.meta.isr.len() < min_isr {
+            return Err(ReplicaError::new(
+                ErrorCode::NOT_ENOUGH_REPLICAS,
+                format!(
+                    "{} has {} in-sync replicas {:?}, fewer than min.insync.replicas {min_isr}",
+                    r.name(),
+                    st.meta.isr.len(),
+                    st.meta.isr
+                ),
+            ));
+        }
+        let (base, next) = r
+            .log()
+            .append_as_leader(&req.records, epoch, self.core.config.clock.wall_ms() as i64)
+            .map_err(|e| storage_error(&self.core, r, e))?;
+        Ok((epoch, base, next))
     }
 
     async fn fetch_inner(&self, req: FetchRequest) -> Result<FetchResponse, ReplicaError> {
@@ -203,46 +268,8 @@ impl BrokerService {
     /// One follower fetch, answered when there is data or the wait ends.
     async fn replica_fetch_one(&self, req: &ReplicaFetchRequest) -> Result<ReplicaFetchResponse, ReplicaError> {
         let r = self.core.replica(&req.topic, req.partition)?;
-        let epoch = r.leader_epoch()?;
-        if req.leader_epoch < epoch {
-            return Err(ReplicaError::new(
-                ErrorCode::FENCED_LEADER_EPOCH,
-                format!("{}: leader epoch {} is older than {epoch}", r.name(), req.leader_epoch),
-            ));
-        }
-        if req.leader_epoch > epoch {
-            return Err(ReplicaError::new(
-                ErrorCode::UNKNOWN_LEADER_EPOCH,
-                format!("{}: leader epoch {} is newer than {epoch}", r.name(), req.leader_epoch),
-            ));
-        }
-        let leo = r.log().log_end_offset();
-        if req.fetch_offset < 0 || req.fetch_offset > leo {
-            return Err(ReplicaError::new(
-                ErrorCode::OFFSET_OUT_OF_RANGE,
-                format!(
-                    "{}: fetch offset {} is beyond the log end {leo}",
-                    r.name(),
-                    req.fetch_offset
-                ),
-            ));
-        }
-        {
-            let now = r.now_ms();
-            let mut st = r.state();
-            if !st.meta.replicas.contains(&req.replica_id) {
-                return Err(ReplicaError::new(
-                    ErrorCode::REPLICA_NOT_AVAILABLE,
-                    format!("broker {} is not a replica of {}", req.replica_id, r.name()),
-                ));
-            }
-            let p = st
-                .followers
-                .entry(req.replica_id)
-                .or_insert_with(|| crate::isr::FollowerProgress::new(now));
-            p.on_fetch(req.fetch_offset, leo, now);
-            p.incarnation = req.incarnation;
-        }
+        let (epoch, leo) = check_replica_fetch(&r, req)?;
+        note_follower_fetch(&r, req, leo)?;
         r.update_high_watermark();
         let from = req.fetch_offset;
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);

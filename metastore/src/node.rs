@@ -210,38 +210,16 @@ fn raft_config(t: &RaftTuning) -> Result<Config, NodeError> {
 
 /// Starts a node; it forms the cluster with its peers on a first start, or rejoins from its data.
 pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
-    if cfg.id == 0 {
-        return Err(NodeError::Config("--id must be greater than 0".into()));
-    }
-    if !cfg.join && !cfg.peers.is_empty() && !cfg.peers.contains_key(&cfg.id) {
-        return Err(NodeError::Config(format!(
-            "--peers does not name this node's id {}",
-            cfg.id
-        )));
-    }
+    check_config(&cfg)?;
     let config = Arc::new(raft_config(&cfg.raft)?);
-    std::fs::create_dir_all(&cfg.data_dir).map_err(|e| NodeError::Storage(e.to_string()))?;
-    let db = sled::Config::new()
-        .path(cfg.data_dir.join("raft"))
-        .cache_capacity(64 << 20)
-        .mode(sled::Mode::HighThroughput)
-        .flush_every_ms(None)
-        .open()
-        .map_err(|e| NodeError::Storage(e.to_string()))?;
-    let log_store = LogStore::open(db).map_err(|e| NodeError::Storage(e.to_string()))?;
-    let sm = StateMachine::open(&cfg.data_dir.join("snapshots"), cfg.history_events)
-        .map_err(|e| NodeError::Storage(e.to_string()))?;
+    let (log_store, sm) = open_storage(&cfg)?;
     let shared = sm.shared.clone();
-    let listener = TcpListener::bind(cfg.listen)
-        .await
-        .map_err(|source| NodeError::Listen {
-            addr: cfg.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| NodeError::Listen {
+    let bind_err = |source| NodeError::Listen {
         addr: cfg.listen,
         source,
-    })?;
+    };
+    let listener = TcpListener::bind(cfg.listen).await.map_err(bind_err)?;
+    let addr = listener.local_addr().map_err(bind_err)?;
 
     // One channel cache: Raft replication and the node's own forwarding share connections.
     let peers = Peers::default();
@@ -267,7 +245,63 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             clock: cfg.clock.clone(),
         },
     ));
+    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+    let server = serve(listener, &core, cfg.extra_services.clone(), shutdown_rx).await?;
+    if !cfg.join && !cfg.peers.is_empty() {
+        initialize(&raft, &cfg.peers).await?;
+    }
+    spawn_credential_file(shared.clone(), cfg.data_dir.join(crate::credential::CREDENTIAL_FILE));
+    tracing::info!(id = cfg.id, %addr, "metastore node started");
+    Ok(NodeHandle {
+        id: cfg.id,
+        addr,
+        raft,
+        sm: shared,
+        core,
+        shutdown: Some(shutdown_tx),
+        server,
+        leader_watch,
+    })
+}
 
+/// Refuses a config no node can start with.
+fn check_config(cfg: &NodeConfig) -> Result<(), NodeError> {
+    if cfg.id == 0 {
+        return Err(NodeError::Config("--id must be greater than 0".into()));
+    }
+    if !cfg.join && !cfg.peers.is_empty() && !cfg.peers.contains_key(&cfg.id) {
+        return Err(NodeError::Config(format!(
+            "--peers does not name this node's id {}",
+            cfg.id
+        )));
+    }
+    Ok(())
+}
+
+/// Opens the Raft log (sled) and the state machine (snapshots) in the data dir.
+fn open_storage(cfg: &NodeConfig) -> Result<(LogStore, StateMachine), NodeError> {
+    let storage = |e: &dyn std::fmt::Display| NodeError::Storage(e.to_string());
+    std::fs::create_dir_all(&cfg.data_dir).map_err(|e| storage(&e))?;
+    let db = sled::Config::new()
+        .path(cfg.data_dir.join("raft"))
+        .cache_capacity(64 << 20)
+        .mode(sled::Mode::HighThroughput)
+        .flush_every_ms(None)
+        .open()
+        .map_err(|e| storage(&e))?;
+    let log_store = LogStore::open(db).map_err(|e| storage(&e))?;
+    let sm = StateMachine::open(&cfg.data_dir.join("snapshots"), cfg.history_events).map_err(|e| storage(&e))?;
+    Ok((log_store, sm))
+}
+
+/// Serves the metastore, Raft, health and reflection services (and `extra`) on `listener` until
+/// `shutdown` fires.
+async fn serve(
+    listener: TcpListener,
+    core: &Arc<NodeCore>,
+    extra: Option<tonic::service::Routes>,
+    shutdown: oneshot::Receiver<()>,
+) -> Result<tokio::task::JoinHandle<()>, NodeError> {
     let (health_reporter, health) = tonic_health::server::health_reporter();
     health_reporter.set_serving::<MetastoreServer<MetastoreService>>().await;
     // Both versions of reflection: grpcurl and grpcui speak v1, Python's grpcio-reflection and
@@ -284,13 +318,12 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     let raft_svc = RaftServer::new(RaftService::new(
-        raft.clone(),
+        core.raft.clone(),
         core.read_index.clone(),
         core.proposer.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)
     .max_encoding_message_size(MAX_MESSAGE);
-    let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
     // Our own listener bypasses the builder's tcp_nodelay; without it, Nagle and delayed ACKs
     // add 40 ms to small request/response exchanges.
     let incoming = TcpListenerStream::new(listener).map(|s| {
@@ -298,8 +331,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             let _ = s.set_nodelay(true);
         })
     });
-    let extra = cfg.extra_services.clone();
-    let server = tokio::spawn(async move {
+    Ok(tokio::spawn(async move {
         // A follower broker keeps one replication stream per partition open on its leader's
         // connection; hyper's default of 200 concurrent streams would stall the rest.
         let mut builder = tonic::transport::Server::builder()
@@ -316,39 +348,29 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             .add_service(metastore)
             .add_service(raft_svc)
             .serve_with_incoming_shutdown(incoming, async {
-                let _ = shutdown_rx.await;
+                let _ = shutdown.await;
             })
             .await;
         if let Err(e) = res {
             tracing::error!(error = %e, "gRPC server stopped");
         }
-    });
+    }))
+}
 
-    if !cfg.join && !cfg.peers.is_empty() {
-        let initialized = raft
-            .is_initialized()
-            .await
-            .map_err(|e| NodeError::Raft(e.to_string()))?;
-        if !initialized {
-            // Every founding node proposes the same membership; openraft accepts that.
-            let members: BTreeMap<NodeId, Node> = cfg.peers.iter().map(|(id, a)| (*id, Node::new(a.clone()))).collect();
-            if let Err(e) = raft.initialize(members).await {
-                tracing::info!(error = %e, "not initializing: cluster already formed");
-            }
+/// Forms the cluster from `peers` on a founding node's first start.
+async fn initialize(raft: &Raft, peers: &BTreeMap<NodeId, String>) -> Result<(), NodeError> {
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?;
+    if !initialized {
+        // Every founding node proposes the same membership; openraft accepts that.
+        let members: BTreeMap<NodeId, Node> = peers.iter().map(|(id, a)| (*id, Node::new(a.clone()))).collect();
+        if let Err(e) = raft.initialize(members).await {
+            tracing::info!(error = %e, "not initializing: cluster already formed");
         }
     }
-    spawn_credential_file(shared.clone(), cfg.data_dir.join(crate::credential::CREDENTIAL_FILE));
-    tracing::info!(id = cfg.id, %addr, "metastore node started");
-    Ok(NodeHandle {
-        id: cfg.id,
-        addr,
-        raft,
-        sm: shared,
-        core,
-        shutdown: Some(shutdown_tx),
-        server,
-        leader_watch,
-    })
+    Ok(())
 }
 
 /// Writes the cluster credential to `path` (readable by its owner only) once this node knows

@@ -169,76 +169,18 @@ pub fn txn(req: pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest> 
             ),
         ));
     }
-    // Field names are made only for an error: a large request has hundreds of thousands of items.
-    let named = |field: String| {
-        move |mut e: InvalidRequest| {
-            e.field = field;
-            e
-        }
-    };
     let mut total = 0usize;
     let mut guards = Vec::with_capacity(req.guards.len());
     for (i, g) in req.guards.into_iter().enumerate() {
-        use pb::guard::Check as C;
-        if !matches!(g.check, Some(C::RaftTerm(_))) {
-            key("", &g.key, limits).map_err(|e| named(format!("guards[{i}].key"))(e))?;
-        }
-        let check = match g.check {
-            None => {
-                return Err(invalid(
-                    format!("guards[{i}]"),
-                    "no check given (exists, absent, version, mod_revision or value)",
-                ))
-            }
-            Some(C::Exists(true)) => Check::Exists,
-            Some(C::Absent(true)) => Check::Absent,
-            Some(C::Exists(false)) | Some(C::Absent(false)) => {
-                return Err(invalid(format!("guards[{i}]"), "exists/absent must be true when given"))
-            }
-            Some(C::Version(v)) => Check::Version(v),
-            Some(C::ModRevision(r)) => Check::ModRevision(r),
-            Some(C::RaftTerm(t)) => Check::RaftTerm(t),
-            Some(C::Value(v)) => {
-                value("", &v, limits).map_err(|e| named(format!("guards[{i}].value"))(e))?;
-                total += v.len();
-                Check::Value(v)
-            }
-        };
-        total += g.key.len();
-        guards.push(Guard { key: g.key, check });
+        let (g, bytes) = guard(i, g, limits)?;
+        total += bytes;
+        guards.push(g);
     }
     let mut ops = Vec::with_capacity(req.ops.len());
-    for (i, op) in req.ops.into_iter().enumerate() {
-        use pb::op::Op as O;
-        let op = match op.op {
-            None => {
-                return Err(invalid(
-                    format!("ops[{i}]"),
-                    "no operation given (put, delete or delete_prefix)",
-                ))
-            }
-            Some(O::Put(p)) => {
-                key("", &p.key, limits).map_err(|e| named(format!("ops[{i}].put.key"))(e))?;
-                value("", &p.value, limits).map_err(|e| named(format!("ops[{i}].put.value"))(e))?;
-                total += p.key.len() + p.value.len();
-                Op::Put {
-                    key: p.key,
-                    value: p.value,
-                    lease: p.lease,
-                }
-            }
-            Some(O::Delete(d)) => {
-                key("", &d.key, limits).map_err(|e| named(format!("ops[{i}].delete.key"))(e))?;
-                total += d.key.len();
-                Op::Delete { key: d.key }
-            }
-            Some(O::DeletePrefix(d)) => {
-                prefix("", &d.prefix, limits).map_err(|e| named(format!("ops[{i}].delete_prefix.prefix"))(e))?;
-                total += d.prefix.len();
-                Op::DeletePrefix { prefix: d.prefix }
-            }
-        };
-        ops.push(op);
+    for (i, o) in req.ops.into_iter().enumerate() {
+        let (o, bytes) = op(i, o, limits)?;
+        total += bytes;
+        ops.push(o);
     }
     if total > limits.max_txn_bytes {
         return Err(invalid(
@@ -250,6 +192,82 @@ pub fn txn(req: pb::TxnRequest, limits: &Limits) -> Result<Txn, InvalidRequest> 
         ));
     }
     Ok(Txn { guards, ops })
+}
+
+/// Names the field of an error. Field names are made only for an error: a large request has
+/// hundreds of thousands of items.
+fn named(field: String) -> impl FnOnce(InvalidRequest) -> InvalidRequest {
+    move |mut e: InvalidRequest| {
+        e.field = field;
+        e
+    }
+}
+
+/// Checks guard `i` of a transaction; returns it with the bytes it counts.
+fn guard(i: usize, g: pb::Guard, limits: &Limits) -> Result<(Guard, usize), InvalidRequest> {
+    use pb::guard::Check as C;
+    if !matches!(g.check, Some(C::RaftTerm(_))) {
+        key("", &g.key, limits).map_err(|e| named(format!("guards[{i}].key"))(e))?;
+    }
+    let mut bytes = g.key.len();
+    let check = match g.check {
+        None => {
+            return Err(invalid(
+                format!("guards[{i}]"),
+                "no check given (exists, absent, version, mod_revision or value)",
+            ))
+        }
+        Some(C::Exists(true)) => Check::Exists,
+        Some(C::Absent(true)) => Check::Absent,
+        Some(C::Exists(false)) | Some(C::Absent(false)) => {
+            return Err(invalid(format!("guards[{i}]"), "exists/absent must be true when given"))
+        }
+        Some(C::Version(v)) => Check::Version(v),
+        Some(C::ModRevision(r)) => Check::ModRevision(r),
+        Some(C::RaftTerm(t)) => Check::RaftTerm(t),
+        Some(C::Value(v)) => {
+            value("", &v, limits).map_err(|e| named(format!("guards[{i}].value"))(e))?;
+            bytes += v.len();
+            Check::Value(v)
+        }
+    };
+    Ok((Guard { key: g.key, check }, bytes))
+}
+
+/// Checks operation `i` of a transaction; returns it with the bytes it counts.
+fn op(i: usize, op: pb::Op, limits: &Limits) -> Result<(Op, usize), InvalidRequest> {
+    use pb::op::Op as O;
+    Ok(match op.op {
+        None => {
+            return Err(invalid(
+                format!("ops[{i}]"),
+                "no operation given (put, delete or delete_prefix)",
+            ))
+        }
+        Some(O::Put(p)) => {
+            key("", &p.key, limits).map_err(|e| named(format!("ops[{i}].put.key"))(e))?;
+            value("", &p.value, limits).map_err(|e| named(format!("ops[{i}].put.value"))(e))?;
+            let bytes = p.key.len() + p.value.len();
+            (
+                Op::Put {
+                    key: p.key,
+                    value: p.value,
+                    lease: p.lease,
+                },
+                bytes,
+            )
+        }
+        Some(O::Delete(d)) => {
+            key("", &d.key, limits).map_err(|e| named(format!("ops[{i}].delete.key"))(e))?;
+            let bytes = d.key.len();
+            (Op::Delete { key: d.key }, bytes)
+        }
+        Some(O::DeletePrefix(d)) => {
+            prefix("", &d.prefix, limits).map_err(|e| named(format!("ops[{i}].delete_prefix.prefix"))(e))?;
+            let bytes = d.prefix.len();
+            (Op::DeletePrefix { prefix: d.prefix }, bytes)
+        }
+    })
 }
 
 #[cfg(test)]
