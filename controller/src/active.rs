@@ -1,23 +1,26 @@
 //! The active controller: runs on the metastore's Raft leader and keeps partitions led. It
 //! follows the metadata, and when brokers come or go it writes each partition's next state
-//! (decided by [`crate::partition_change`]). Every write carries a Raft-term guard, so a
-//! controller deposed mid-pass can never write.
+//! (decided by [`crate::partition_change`]). Every write goes through a runner fenced by the
+//! Raft term ([`crate::write_runner::term_guard`]), so a controller deposed mid-pass can never
+//! write.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::StreamExt;
 use metastore::types::Raft;
-use metastore::Client;
+use metastore::{Client, FollowEvent};
 use proto::cluster_view::{ClusterView, PartitionEntry, TopicEntry};
+use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::{ControllerRecord, PartitionState};
-use proto::metastore as pb;
 use proto::{keys, topic_config};
+use tokio::sync::mpsc::Receiver;
 use tokio::task::JoinHandle;
 
 use crate::partition_change::Election;
 use crate::partition_change_builder::{Built, Elect, PartitionChangeBuilder};
-use crate::store::{at_revision, put_op, write};
+use crate::store::{at_revision, put_op};
+use crate::write_runner::{Plan, Runner};
 use crate::{reassign_admin, reassignment};
 
 /// How the active controller behaves.
@@ -36,13 +39,6 @@ impl Default for ControllerConfig {
             auto_leader_rebalance: true,
             rebalance_interval: Duration::from_secs(5),
         }
-    }
-}
-
-fn term_guard(term: u64) -> pb::Guard {
-    pb::Guard {
-        key: String::new(),
-        check: Some(pb::guard::Check::RaftTerm(term)),
     }
 }
 
@@ -166,31 +162,93 @@ async fn wait_until_deposed(
 }
 
 async fn remove_auto_throttles(client: &Client, view: &ClusterView, term: u64) {
-    if let Err(e) = crate::throttles::remove_due(client, view, term_guard(term)).await {
+    if let Err(e) = crate::throttles::remove_due(client, view, term).await {
         tracing::debug!(error = %e, "removing auto-remove throttles failed; retried at the next pass");
     }
 }
 
-async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) {
+/// Claims `/controller` for `term`, retrying while the metastore is unreachable; false when the
+/// fence failed (a later term leads).
+async fn claim(node_id: u64, term: u64, client: &Client) -> bool {
     let record = ControllerRecord {
         id: node_id,
         epoch: term,
     };
+    let deposed = Refusal::new(ErrorCode::NOT_CONTROLLER, format!("term {term} no longer leads"));
+    let runner = Runner::new(client, "controller claim", deposed).fenced(term);
     loop {
-        match write(
-            client,
-            vec![term_guard(term)],
-            vec![put_op(keys::CONTROLLER.into(), &record)],
-        )
-        .await
-        {
-            Ok(true) => break,
-            Ok(false) => return,
+        let plan = Plan::write(vec![], vec![put_op(keys::CONTROLLER.into(), &record)], ());
+        match runner.write(plan).await {
+            Ok(Ok(())) => return true,
+            Ok(Err(_)) => return false,
             Err(e) => {
                 tracing::debug!(error = %e, "controller: claiming /controller failed, retrying");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// What a batch of followed events changed: the partitions, and whether every partition must be
+/// looked at (after a reset or a broker change).
+#[derive(Default)]
+struct Changed {
+    partitions: BTreeSet<(String, u32)>,
+    full: bool,
+}
+
+/// Applies `first` and every event already queued behind it to `view`, noting what changed.
+fn absorb(view: &mut ClusterView, first: FollowEvent, follow: &mut Receiver<FollowEvent>, changed: &mut Changed) {
+    let mut next = Some(first);
+    while let Some(ev) = next {
+        changed.full |= ev.is_reset();
+        let changes = ev.changes();
+        for (key, _, _) in &changes {
+            match keys::parse_topic_key(key) {
+                Some(keys::TopicKey::Partition(t, p)) => {
+                    changed.partitions.insert((t.to_string(), p));
+                }
+                Some(keys::TopicKey::Topic(_)) => {}
+                None => changed.full |= keys::parse_broker_key(key).is_some(),
+            }
+        }
+        view.apply_all(ev.is_reset(), changes);
+        next = follow.try_recv().ok();
+    }
+}
+
+/// Writes a pass's partition changes, 64 at a time, each fenced by `term`. A change whose guard
+/// failed is decided again from the events that changed it. Returns whether any write could not
+/// reach the metastore.
+async fn write_pass(client: &Client, term: u64, plan: Vec<PartitionWrite>) -> bool {
+    let results: Vec<_> = futures::stream::iter(plan)
+        .map(|w| async move {
+            let key = keys::partition(&w.topic, w.partition);
+            let (guards, ops) = if w.completes {
+                reassign_admin::completion_ops(&w.topic, w.partition, w.revision, &w.state)
+            } else {
+                (vec![at_revision(key.clone(), w.revision)], vec![put_op(key, &w.state)])
+            };
+            let changed = Refusal::new(
+                ErrorCode::INVALID_UPDATE_VERSION,
+                format!("partition {}-{} changed", w.topic, w.partition),
+            );
+            let runner = Runner::new(client, "partition change", changed).fenced(term);
+            let r = runner.write(Plan::write(guards, ops, ())).await;
+            if let Ok(Ok(())) = r {
+                tracing::info!(topic = w.topic, partition = w.partition, leader = w.state.leader, isr = ?w.state.isr, completes = w.completes, "partition changed");
+            }
+            r
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    results.iter().any(|r| r.is_err())
+}
+
+async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) {
+    if !claim(node_id, term, client).await {
+        return;
     }
     tracing::info!(node_id, term, "active controller");
     let mut follow = client.follow("/brokers/");
@@ -201,70 +259,31 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
     loop {
         // After a reset, a tick or a broker change every partition is looked at; otherwise only
         // the partitions that changed.
-        let mut changed: BTreeSet<(String, u32)> = BTreeSet::new();
-        let mut full = false;
+        let mut changed = Changed::default();
         let rebalance = tokio::select! {
             ev = follow.recv() => {
                 let Some(ev) = ev else { return };
-                let mut next = Some(ev);
-                while let Some(ev) = next {
-                    full |= ev.is_reset();
-                    let changes = ev.changes();
-                    for (key, _, _) in &changes {
-                        match keys::parse_topic_key(key) {
-                            Some(keys::TopicKey::Partition(t, p)) => {
-                                changed.insert((t.to_string(), p));
-                            }
-                            Some(keys::TopicKey::Topic(_)) => {}
-                            None => full |= keys::parse_broker_key(key).is_some(),
-                        }
-                    }
-                    view.apply_all(ev.is_reset(), changes);
-                    next = follow.try_recv().ok();
-                }
+                absorb(&mut view, ev, &mut follow, &mut changed);
                 loaded = true;
                 false
             }
             _ = tick.tick() => {
-                full = true;
+                changed.full = true;
                 cfg.auto_leader_rebalance
             }
         };
         if !loaded {
             continue;
         }
+        let Changed { partitions, full } = changed;
         // Auto-remove throttles whose scope stopped moving go after this pass's writes (they must
         // not delay elections); looked at when a move may have ended and on every tick.
-        let ended = changed.iter().any(|(t, p)| {
+        let ended = partitions.iter().any(|(t, p)| {
             view.partition(t, *p)
                 .is_some_and(|e| !reassignment::is_moving(&e.state))
         });
-        let plan = plan_pass(&view, rebalance, (!full).then_some(&changed));
-        if plan.is_empty() {
-            if full || ended {
-                remove_auto_throttles(client, &view, term).await;
-            }
-            continue;
-        }
-        let results: Vec<_> = futures::stream::iter(plan)
-            .map(|w| async move {
-                let key = keys::partition(&w.topic, w.partition);
-                let (mut guards, ops) = if w.completes {
-                    reassign_admin::completion_ops(&w.topic, w.partition, w.revision, &w.state)
-                } else {
-                    (vec![at_revision(key.clone(), w.revision)], vec![put_op(key, &w.state)])
-                };
-                guards.push(term_guard(term));
-                let r = write(client, guards, ops).await;
-                if let Ok(true) = r {
-                    tracing::info!(topic = w.topic, partition = w.partition, leader = w.state.leader, isr = ?w.state.isr, completes = w.completes, "partition changed");
-                }
-                r
-            })
-            .buffer_unordered(64)
-            .collect()
-            .await;
-        if results.iter().any(|r| r.is_err()) {
+        let plan = plan_pass(&view, rebalance, (!full).then_some(&partitions));
+        if !plan.is_empty() && write_pass(client, term, plan).await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         if full || ended {

@@ -1,11 +1,15 @@
 //! The `Admin` gRPC service. Any quorum node answers: each request reads the metadata
-//! linearizably, decides with the pure functions of this crate, and writes one transaction
-//! guarded by the revisions it read, so concurrent admins and the active controller can never
-//! interleave half-changes. Everything is validated before anything is written.
+//! linearizably, decides with the pure functions of this crate, and writes through
+//! [`crate::write_runner`] in transactions guarded by the revisions it read, so concurrent admins
+//! and the active controller can never interleave half-changes. What one transaction covers
+//! follows Kafka's results: a request answered as a whole (a reassignment request, AlterThrottles,
+//! AlterConfigs, an ISR change) is validated whole and written in one transaction; a request
+//! answered per item (CreateTopics, CreatePartitions, DeleteTopics, ElectLeaders) validates and
+//! writes each item in its own transaction, and an item that fails does not stop the others.
 
 use metastore::Client;
 use prost::Message;
-use proto::cluster_view::PartitionEntry;
+use proto::cluster_view::{ClusterView, PartitionEntry};
 use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::admin_server::Admin;
 use proto::ferry::*;
@@ -15,7 +19,8 @@ use tonic::{Request, Response, Status};
 use crate::limits::RequestLimits;
 use crate::partition_change::{Election, IsrChange};
 use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
-use crate::store::{at_revision, load_partition_view, load_view, put_op, write};
+use crate::store::{at_revision, load_partition_view, load_view, put_op};
+use crate::write_runner::{Plan, Runner};
 use crate::{configs, reassign_admin, reassign_progress, topics_admin};
 
 /// Serves `Admin` over a metastore client.
@@ -190,80 +195,10 @@ impl Admin for AdminService {
     }
 
     async fn elect_leaders(&self, req: Request<ElectLeadersRequest>) -> Result<Response<ElectLeadersResponse>, Status> {
-        let req = req.into_inner();
-        if let Err(e) = self
-            .limits
-            .partitions_in_request("partitions", req.partitions.len() as u64)
-        {
-            return Ok(Response::new(ElectLeadersResponse {
-                results: vec![],
-                error_code: e.code.0,
-                error_message: e.message,
-            }));
-        }
-        let view = load_view(&self.client).await.map_err(status)?;
-        let live = view.live_brokers();
-        let targets: Vec<(String, u32)> = if req.partitions.is_empty() {
-            view.topics
-                .iter()
-                .flat_map(|(t, e)| e.partitions.keys().map(move |p| (t.clone(), *p)))
-                .collect()
-        } else {
-            req.partitions
-                .iter()
-                .map(|tp| (tp.topic.clone(), tp.partition))
-                .collect()
-        };
-        let mut results = Vec::new();
-        for (topic, p) in targets {
-            let Some(PartitionEntry { state, mod_revision }) = view.partition(&topic, p) else {
-                results.push(partition_result(
-                    &topic,
-                    p,
-                    refuse(
-                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                        format!("partition {topic}-{p} does not exist"),
-                    ),
-                ));
-                continue;
-            };
-            let (election, elect) = if req.unclean {
-                (Election::Unclean, Elect::Any)
-            } else {
-                (Election::Clean, Elect::Preferred)
-            };
-            let decided = PartitionChangeBuilder::new(state, &live)
-                .election(election)
-                .elect(elect)
-                .build();
-            let r = match decided {
-                Err(e) => Err(e),
-                Ok(None) => refuse(
-                    ErrorCode::ELECTION_NOT_NEEDED,
-                    format!("partition {topic}-{p} needs no election"),
-                ),
-                Ok(Some(Built { state: new, .. })) => {
-                    let key = keys::partition(&topic, p);
-                    let guards = vec![at_revision(key.clone(), *mod_revision)];
-                    if write(&self.client, guards, vec![put_op(key, &new)])
-                        .await
-                        .map_err(status)?
-                    {
-                        Ok(())
-                    } else {
-                        refuse(
-                            ErrorCode::INVALID_UPDATE_VERSION,
-                            format!("partition {topic}-{p} changed during the election; retry"),
-                        )
-                    }
-                }
-            };
-            results.push(partition_result(&topic, p, r));
-        }
-        Ok(Response::new(ElectLeadersResponse {
-            results,
-            ..Default::default()
-        }))
+        let r = elect_leaders(&self.client, &self.limits, req.into_inner())
+            .await
+            .map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn create_partitions(
@@ -280,86 +215,8 @@ impl Admin for AdminService {
         &self,
         req: Request<AlterPartitionRequest>,
     ) -> Result<Response<AlterPartitionResponse>, Status> {
-        let req = req.into_inner();
-        let key = keys::partition(&req.topic, req.partition);
-        let view = load_partition_view(&self.client, &req.topic, req.partition)
-            .await
-            .map_err(status)?;
-        let Some(entry) = view.partition(&req.topic, req.partition) else {
-            return Ok(Response::new(AlterPartitionResponse {
-                error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-                error_message: format!("partition {}-{} does not exist", req.topic, req.partition),
-                state: None,
-            }));
-        };
-        let change = IsrChange {
-            leader: req.leader,
-            leader_epoch: req.leader_epoch,
-            partition_epoch: req.partition_epoch,
-            new_isr: req.new_isr.clone(),
-        };
-        let live = view.live_brokers();
-        let joiners = Joiners {
-            incarnations: &req.joining_incarnations,
-            registered: &view.brokers,
-        };
-        // Completion is decided in the same transaction as the ISR change that allows it.
-        let built = PartitionChangeBuilder::new(&entry.state, &live)
-            .isr(&change, Some(joiners))
-            .complete()
-            .build();
-        let (new, completes) = match built {
-            Ok(Some(Built { state, completes })) => (state, completes),
-            // The ISR asked for is the ISR stored.
-            Ok(None) => (entry.state.clone(), false),
-            Err(e) => {
-                return Ok(Response::new(AlterPartitionResponse {
-                    error_code: e.code.0,
-                    error_message: e.message,
-                    state: Some(entry.state.clone()),
-                }))
-            }
-        };
-        let (mut guards, ops) = if completes {
-            tracing::info!(topic = req.topic, partition = req.partition, replicas = ?new.replicas, "reassignment completed");
-            reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &new)
-        } else {
-            (
-                vec![at_revision(key.clone(), entry.mod_revision)],
-                vec![put_op(key, &new)],
-            )
-        };
-        // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
-        // would complete (or change) the very partitions the rollback is writing. The marker's
-        // absence is a guard of the write, so a cancel-all that lands first fails it.
-        let joins_adding = joins_adding(&entry.state, &new);
-        if joins_adding {
-            guards.push(at_revision(keys::REASSIGN_CANCEL.into(), 0));
-        }
-        if write(&self.client, guards, ops).await.map_err(status)? {
-            Ok(Response::new(AlterPartitionResponse {
-                error_code: 0,
-                error_message: String::new(),
-                state: Some(new),
-            }))
-        } else if joins_adding && self.client.get(keys::REASSIGN_CANCEL).await.map_err(status)?.is_some() {
-            let e = Refusal::new(
-                ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
-                "a cancel-all is rolling back this partition's reassignment; adding replicas do not join the ISR",
-            )
-            .context(format!("{}-{}", req.topic, req.partition));
-            Ok(Response::new(AlterPartitionResponse {
-                error_code: e.code.0,
-                error_message: e.message,
-                state: Some(entry.state.clone()),
-            }))
-        } else {
-            Ok(Response::new(AlterPartitionResponse {
-                error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
-                error_message: "the partition changed meanwhile".into(),
-                state: None,
-            }))
-        }
+        let r = alter_partition(&self.client, req.into_inner()).await.map_err(status)?;
+        Ok(Response::new(r))
     }
 
     async fn describe_log_dirs(
@@ -507,4 +364,209 @@ impl Admin for AdminService {
         let r = configs::alter(&self.client, req).await.map_err(status)?;
         Ok(Response::new(r))
     }
+}
+
+/// ElectLeaders: each partition decided and written in its own transaction, with its own result
+/// (as Kafka answers per partition); one that fails does not stop the others.
+async fn elect_leaders(
+    client: &Client,
+    limits: &RequestLimits,
+    req: ElectLeadersRequest,
+) -> Result<ElectLeadersResponse, metastore::ClientError> {
+    if let Err(e) = limits.partitions_in_request("partitions", req.partitions.len() as u64) {
+        return Ok(ElectLeadersResponse {
+            results: vec![],
+            error_code: e.code.0,
+            error_message: e.message,
+        });
+    }
+    let view = load_view(client).await?;
+    let live = view.live_brokers();
+    let targets: Vec<(String, u32)> = if req.partitions.is_empty() {
+        view.topics
+            .iter()
+            .flat_map(|(t, e)| e.partitions.keys().map(move |p| (t.clone(), *p)))
+            .collect()
+    } else {
+        req.partitions
+            .iter()
+            .map(|tp| (tp.topic.clone(), tp.partition))
+            .collect()
+    };
+    let mut results = Vec::new();
+    for (topic, p) in targets {
+        let r = match election_writes(&topic, p, view.partition(&topic, p), &live, req.unclean) {
+            Ok(plan) => {
+                let changed = Refusal::new(
+                    ErrorCode::INVALID_UPDATE_VERSION,
+                    format!("partition {topic}-{p} changed during the election; retry"),
+                );
+                Runner::new(client, "election", changed).write(plan).await?
+            }
+            Err(e) => Err(e),
+        };
+        results.push(partition_result(&topic, p, r));
+    }
+    Ok(ElectLeadersResponse {
+        results,
+        ..Default::default()
+    })
+}
+
+/// One partition's election: its next state, guarded by the revision it was decided on.
+fn election_writes(
+    topic: &str,
+    p: u32,
+    entry: Option<&PartitionEntry>,
+    live: &std::collections::BTreeSet<i32>,
+    unclean: bool,
+) -> Result<Plan<()>, Refusal> {
+    let Some(PartitionEntry { state, mod_revision }) = entry else {
+        return refuse(
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("partition {topic}-{p} does not exist"),
+        );
+    };
+    let (election, elect) = if unclean {
+        (Election::Unclean, Elect::Any)
+    } else {
+        (Election::Clean, Elect::Preferred)
+    };
+    let decided = PartitionChangeBuilder::new(state, live)
+        .election(election)
+        .elect(elect)
+        .build()?;
+    let Some(Built { state: new, .. }) = decided else {
+        return refuse(
+            ErrorCode::ELECTION_NOT_NEEDED,
+            format!("partition {topic}-{p} needs no election"),
+        );
+    };
+    let key = keys::partition(topic, p);
+    Ok(Plan::write(
+        vec![at_revision(key.clone(), *mod_revision)],
+        vec![put_op(key, &new)],
+        (),
+    ))
+}
+
+/// An ISR change as decided: its writes (answering the partition's next state), the state it was
+/// decided on, whether it lets an adding replica join the ISR, and whether it completes a move.
+struct IsrWrite {
+    plan: Plan<PartitionState>,
+    current: PartitionState,
+    joins_adding: bool,
+    completes: bool,
+}
+
+/// An AlterPartition decided: answered at once (an unknown partition, a refused change), or a
+/// write.
+enum IsrDecision {
+    Answer(AlterPartitionResponse),
+    Write(IsrWrite),
+}
+
+/// Decides an AlterPartition on the partition's view.
+fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView) -> IsrDecision {
+    let Some(entry) = view.partition(&req.topic, req.partition) else {
+        return IsrDecision::Answer(AlterPartitionResponse {
+            error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+            error_message: format!("partition {}-{} does not exist", req.topic, req.partition),
+            state: None,
+        });
+    };
+    let change = IsrChange {
+        leader: req.leader,
+        leader_epoch: req.leader_epoch,
+        partition_epoch: req.partition_epoch,
+        new_isr: req.new_isr.clone(),
+    };
+    let live = view.live_brokers();
+    let joiners = Joiners {
+        incarnations: &req.joining_incarnations,
+        registered: &view.brokers,
+    };
+    // Completion is decided in the same transaction as the ISR change that allows it.
+    let built = PartitionChangeBuilder::new(&entry.state, &live)
+        .isr(&change, Some(joiners))
+        .complete()
+        .build();
+    let (new, completes) = match built {
+        Ok(Some(Built { state, completes })) => (state, completes),
+        // The ISR asked for is the ISR stored.
+        Ok(None) => (entry.state.clone(), false),
+        Err(e) => {
+            return IsrDecision::Answer(AlterPartitionResponse {
+                error_code: e.code.0,
+                error_message: e.message,
+                state: Some(entry.state.clone()),
+            })
+        }
+    };
+    let (mut guards, ops) = if completes {
+        reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &new)
+    } else {
+        let key = keys::partition(&req.topic, req.partition);
+        (
+            vec![at_revision(key.clone(), entry.mod_revision)],
+            vec![put_op(key, &new)],
+        )
+    };
+    // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
+    // would complete (or change) the very partitions the rollback is writing. The marker's
+    // absence is a guard of the write, so a cancel-all that lands first fails it.
+    let joins_adding = joins_adding(&entry.state, &new);
+    if joins_adding {
+        guards.push(at_revision(keys::REASSIGN_CANCEL.into(), 0));
+    }
+    IsrDecision::Write(IsrWrite {
+        plan: Plan::write(guards, ops, new),
+        current: entry.state.clone(),
+        joins_adding,
+        completes,
+    })
+}
+
+/// AlterPartition: a leader's ISR change, written once (the leader asks again with what it
+/// learns), completing a reassignment when it puts the last target replica in sync.
+async fn alter_partition(
+    client: &Client,
+    req: AlterPartitionRequest,
+) -> Result<AlterPartitionResponse, metastore::ClientError> {
+    let view = load_partition_view(client, &req.topic, req.partition).await?;
+    let w = match isr_writes(&req, &view) {
+        IsrDecision::Write(w) => w,
+        IsrDecision::Answer(answer) => return Ok(answer),
+    };
+    let changed = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "the partition changed meanwhile");
+    let e = match Runner::new(client, "ISR change", changed).write(w.plan).await? {
+        Ok(new) => {
+            if w.completes {
+                tracing::info!(topic = req.topic, partition = req.partition, replicas = ?new.replicas, "reassignment completed");
+            }
+            return Ok(AlterPartitionResponse {
+                error_code: 0,
+                error_message: String::new(),
+                state: Some(new),
+            });
+        }
+        Err(e) => e,
+    };
+    if w.joins_adding && client.get(keys::REASSIGN_CANCEL).await?.is_some() {
+        let e = Refusal::new(
+            ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
+            "a cancel-all is rolling back this partition's reassignment; adding replicas do not join the ISR",
+        )
+        .context(format!("{}-{}", req.topic, req.partition));
+        return Ok(AlterPartitionResponse {
+            error_code: e.code.0,
+            error_message: e.message,
+            state: Some(w.current),
+        });
+    }
+    Ok(AlterPartitionResponse {
+        error_code: e.code.0,
+        error_message: e.message,
+        state: None,
+    })
 }

@@ -12,7 +12,8 @@ use proto::ferry::config_resource::Type;
 use proto::ferry::*;
 use proto::{keys, topic_config};
 
-use crate::store::{at_revision, put_op, write};
+use crate::store::{at_revision, put_op};
+use crate::write_runner::{Plan, Runner};
 
 fn refused(code: ErrorCode, message: String) -> AlterConfigsResponse {
     AlterConfigsResponse {
@@ -33,15 +34,16 @@ fn broker_id(name: &str) -> Result<i32, Refusal> {
 /// The stored record behind a resource's configs.
 enum Record {
     Topic(TopicRecord),
-    /// A broker's record holds only configs and which of them are auto-remove.
-    Broker(AutoRemove),
+    /// A broker's record (of the broker with this id) holds only configs and which of them are
+    /// auto-remove.
+    Broker(i32, AutoRemove),
 }
 
-/// Reads a resource's configs and the revision they were read at (0: nothing stored yet).
-async fn read(
-    client: &Client,
-    r: &ConfigResource,
-) -> Result<Result<(HashMap<String, String>, u64, Record), Refusal>, metastore::ClientError> {
+/// A resource's configs, the revision they were read at (0: nothing stored yet) and its record.
+type Stored = (HashMap<String, String>, u64, Record);
+
+/// Reads a resource's configs, or refuses a resource that is not there or not named right.
+async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refusal>, metastore::ClientError> {
     match Type::try_from(r.r#type) {
         Ok(Type::Topic) => {
             let Some(kv) = client.get(&keys::topic(&r.name)).await? else {
@@ -66,7 +68,7 @@ async fn read(
             Ok(Ok((
                 rec.config,
                 rev,
-                Record::Broker(rec.auto_remove.unwrap_or_default()),
+                Record::Broker(id, rec.auto_remove.unwrap_or_default()),
             )))
         }
         Err(_) => Ok(Err(Refusal::new(
@@ -104,61 +106,59 @@ pub async fn describe(
     })
 }
 
+/// AlterConfigs' write of one resource: its configs with the request's sets and removals, in a
+/// write guarded by the revision they were read at.
+fn alter_writes(req: &AlterConfigsRequest, name: &str, (mut config, rev, record): Stored) -> Result<Plan<()>, Refusal> {
+    let checked = match record {
+        Record::Topic(_) => topic_config::validate(&req.set),
+        Record::Broker(..) => topic_config::validate_broker(&req.set),
+    };
+    checked.map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, e))?;
+    for k in &req.delete {
+        config.remove(k);
+    }
+    config.extend(req.set.clone());
+    if req.validate_only {
+        return Ok(Plan::answer(()));
+    }
+    // A key set or removed here is the operator's from now on: never removed by Ferry.
+    let by_hand = |auto: Option<AutoRemove>| {
+        auto.map(|mut a| {
+            a.keys.retain(|k| !req.set.contains_key(k) && !req.delete.contains(k));
+            a
+        })
+        .filter(|a| !a.keys.is_empty())
+    };
+    let (key, op) = match record {
+        Record::Topic(mut rec) => {
+            rec.config = config;
+            rec.auto_remove = by_hand(rec.auto_remove);
+            let key = keys::topic(name);
+            (key.clone(), put_op(key, &rec))
+        }
+        Record::Broker(id, auto) => {
+            let key = keys::broker_config(id);
+            let rec = BrokerConfigRecord {
+                config,
+                auto_remove: by_hand(Some(auto)),
+            };
+            (key.clone(), put_op(key, &rec))
+        }
+    };
+    Ok(Plan::write(vec![at_revision(key, rev)], vec![op], ()))
+}
+
 /// AlterConfigs: sets and removes configs of one resource, checked first, in one guarded write.
 pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterConfigsResponse, metastore::ClientError> {
     let Some(r) = req.resource.clone() else {
         return Ok(refused(ErrorCode::INVALID_REQUEST, "resource: missing".into()));
     };
-    for _ in 0..5 {
-        let (mut config, rev, record) = match read(client, &r).await? {
-            Ok(x) => x,
-            Err(Refusal { code, message }) => return Ok(refused(code, message)),
-        };
-        let checked = match record {
-            Record::Topic(_) => topic_config::validate(&req.set),
-            Record::Broker(_) => topic_config::validate_broker(&req.set),
-        };
-        if let Err(e) = checked {
-            return Ok(refused(ErrorCode::INVALID_CONFIG, e));
-        }
-        for k in &req.delete {
-            config.remove(k);
-        }
-        config.extend(req.set.clone());
-        if req.validate_only {
-            return Ok(AlterConfigsResponse::default());
-        }
-        // A key set or removed here is the operator's from now on: never removed by Ferry.
-        let by_hand = |auto: Option<AutoRemove>| {
-            auto.map(|mut a| {
-                a.keys.retain(|k| !req.set.contains_key(k) && !req.delete.contains(k));
-                a
-            })
-            .filter(|a| !a.keys.is_empty())
-        };
-        let (key, op) = match record {
-            Record::Topic(mut rec) => {
-                rec.config = config;
-                rec.auto_remove = by_hand(rec.auto_remove);
-                let key = keys::topic(&r.name);
-                (key.clone(), put_op(key, &rec))
-            }
-            Record::Broker(auto) => {
-                // `read` checked the name.
-                let key = keys::broker_config(r.name.parse().unwrap_or_default());
-                let rec = BrokerConfigRecord {
-                    config,
-                    auto_remove: by_hand(Some(auto)),
-                };
-                (key.clone(), put_op(key, &rec))
-            }
-        };
-        if write(client, vec![at_revision(key, rev)], vec![op]).await? {
-            return Ok(AlterConfigsResponse::default());
-        }
-    }
-    Ok(refused(
-        ErrorCode::INVALID_UPDATE_VERSION,
-        "the configs kept changing; retry".into(),
-    ))
+    let kept_changing = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "the configs kept changing; retry");
+    let outcome = Runner::new(client, "configs", kept_changing)
+        .run(|| read(client, &r), |stored| alter_writes(&req, &r.name, stored?))
+        .await?;
+    Ok(match outcome {
+        Ok(()) => AlterConfigsResponse::default(),
+        Err(Refusal { code, message }) => refused(code, message),
+    })
 }

@@ -17,6 +17,7 @@ pub mod store;
 pub mod throttles;
 pub mod topic_name;
 pub mod topics_admin;
+pub mod write_runner;
 
 /// Runs `f` on a blocking thread: decoding, planning and encoding a million-partition request
 /// takes seconds of CPU, which on a runtime thread would hold up the Raft tasks queued there

@@ -13,7 +13,8 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 
 use crate::reassignment;
-use crate::store::{at_revision, load_view, put_op, write};
+use crate::store::{at_revision, load_view, put_op};
+use crate::write_runner::{Plan, Runner};
 
 /// In-flight reassignments by partition, with their key's revision.
 pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
@@ -111,12 +112,116 @@ fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionRe
     }
 }
 
-/// What a request decided, before writing.
-enum Plan {
+/// The state a request is planned on, read side by side (each read waits for its own read index,
+/// which a busy leader is slow to confirm): the cluster view, the reassignments, the cancel-all
+/// marker's revision (0: absent) and the broker config records (for arming throttles).
+struct Moves {
+    view: ClusterView,
+    moving: Reassignments,
+    marker: u64,
+    brokers: crate::throttles::BrokerConfigs,
+}
+
+async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
+    let (view, (moving, marker), brokers) = tokio::try_join!(
+        load_view(client),
+        load_reassignments(client),
+        crate::throttles::load_broker_configs(client)
+    )?;
+    Ok(Moves {
+        view,
+        moving,
+        marker,
+        brokers,
+    })
+}
+
+/// What a request's partitions decided, before the writes are put together.
+enum Decided {
     Refused(AlterPartitionReassignmentsResponse),
     /// The changes, the answers, and each submitted partition's next state (for arming
     /// auto-remove throttles).
     Write(Vec<Change>, Vec<PartitionResult>, Vec<(String, PartitionState)>),
+}
+
+/// What every partition of a request is decided against.
+struct AlterContext<'a> {
+    view: &'a ClusterView,
+    moving: &'a Reassignments,
+    marker: u64,
+    live: BTreeSet<i32>,
+    throttle: u64,
+    now: u64,
+}
+
+/// One partition of a request: its change, and its next state when it is left moving by a
+/// submit (a cancel, or a target already met, arms nothing).
+fn plan_partition(
+    t: &ReassignmentTarget,
+    cx: &AlterContext<'_>,
+) -> Result<(Change, Option<(String, PartitionState)>), Refusal> {
+    let (topic, p) = (t.topic.as_str(), t.partition);
+    let entry = cx.view.partition(topic, p).ok_or_else(|| {
+        Refusal::new(
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("partition {topic}-{p} does not exist"),
+        )
+    })?;
+    let existing = cx.moving.get(&(topic.to_string(), p));
+    let Some(target) = &t.replicas else {
+        let Some((record, _)) = existing else {
+            return Err(Refusal::new(
+                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
+                format!("there is no reassignment of {topic}-{p} to cancel"),
+            ));
+        };
+        let state = reassignment::cancel(&entry.state, record, &cx.live, unclean_allowed(cx.view, topic))
+            .map_err(|e| e.context(format!("{topic}-{p}")))?;
+        return Ok((change(topic, p, entry.mod_revision, &state, None, true), None));
+    };
+    if cx.marker != 0 {
+        return Err(Refusal::new(
+            ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
+            "a cancel-all is in force; remove it (RemoveCancel) before submitting",
+        ));
+    }
+    reassignment::validate_target(&target.brokers, &cx.live).map_err(|e| e.context(format!("{topic}-{p}")))?;
+    reassignment::validate_dirs(&target.brokers, &t.log_dirs, &cx.view.brokers)
+        .map_err(|e| e.context(format!("{topic}-{p}")))?;
+    let sub = reassignment::submit(
+        &entry.state,
+        existing.map(|(r, _)| r),
+        &target.brokers,
+        &t.log_dirs,
+        cx.throttle,
+        cx.now,
+        &cx.live,
+    );
+    let c = change(
+        topic,
+        p,
+        entry.mod_revision,
+        &sub.state,
+        sub.record.as_ref(),
+        existing.is_some(),
+    );
+    let submitted = reassignment::is_moving(&sub.state).then(|| (topic.to_string(), sub.state));
+    Ok((c, submitted))
+}
+
+/// The answer to a request with refused partitions: nothing is written.
+fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsResponse {
+    let refused: Vec<&PartitionResult> = results.iter().filter(|r| r.error_code != 0).collect();
+    let first = refused.first().map(|r| r.error_message.clone());
+    AlterPartitionReassignmentsResponse {
+        error_code: ErrorCode::INVALID_REQUEST.0,
+        error_message: format!(
+            "nothing was changed: {} partition(s) refused, the first: {}",
+            refused.len(),
+            first.unwrap_or_default()
+        ),
+        results,
+    }
 }
 
 fn plan_alter(
@@ -124,11 +229,10 @@ fn plan_alter(
     view: &ClusterView,
     moving: &Reassignments,
     marker: u64,
-) -> Plan {
-    let live = view.live_brokers();
+) -> Decided {
     let throttle = match req.throttle_rate {
         Some(t) if t <= 0 => {
-            return Plan::Refused(AlterPartitionReassignmentsResponse {
+            return Decided::Refused(AlterPartitionReassignmentsResponse {
                 error_code: ErrorCode::INVALID_THROTTLE.0,
                 error_message: format!("throttle_rate: {t} bytes/s; a throttle must be greater than 0"),
                 results: vec![],
@@ -137,7 +241,14 @@ fn plan_alter(
         Some(t) => t as u64,
         None => 0,
     };
-    let now = now_ms();
+    let cx = AlterContext {
+        view,
+        moving,
+        marker,
+        live: view.live_brokers(),
+        throttle,
+        now: now_ms(),
+    };
     let mut seen = BTreeSet::new();
     let mut results = Vec::new();
     let mut changes = Vec::new();
@@ -145,70 +256,18 @@ fn plan_alter(
     let mut failed = false;
     for t in &req.partitions {
         let (topic, p) = (t.topic.as_str(), t.partition);
-        let outcome: Result<Change, Refusal> = (|| {
-            if !seen.insert((topic, p)) {
-                return Err(Refusal::new(
-                    ErrorCode::INVALID_REQUEST,
-                    format!("partition {topic}-{p} appears twice in the request"),
-                ));
-            }
-            let entry = view.partition(topic, p).ok_or_else(|| {
-                Refusal::new(
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("partition {topic}-{p} does not exist"),
-                )
-            })?;
-            let existing = moving.get(&(topic.to_string(), p));
-            match &t.replicas {
-                Some(target) => {
-                    if marker != 0 {
-                        return Err(Refusal::new(
-                            ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
-                            "a cancel-all is in force; remove it (RemoveCancel) before submitting",
-                        ));
-                    }
-                    reassignment::validate_target(&target.brokers, &live)
-                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
-                    reassignment::validate_dirs(&target.brokers, &t.log_dirs, &view.brokers)
-                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
-                    let sub = reassignment::submit(
-                        &entry.state,
-                        existing.map(|(r, _)| r),
-                        &target.brokers,
-                        &t.log_dirs,
-                        throttle,
-                        now,
-                        &live,
-                    );
-                    let c = change(
-                        topic,
-                        p,
-                        entry.mod_revision,
-                        &sub.state,
-                        sub.record.as_ref(),
-                        existing.is_some(),
-                    );
-                    if reassignment::is_moving(&sub.state) {
-                        submitted.push((topic.to_string(), sub.state));
-                    }
-                    Ok(c)
-                }
-                None => {
-                    let Some((record, _)) = existing else {
-                        return Err(Refusal::new(
-                            ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
-                            format!("there is no reassignment of {topic}-{p} to cancel"),
-                        ));
-                    };
-                    let state = reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic))
-                        .map_err(|e| e.context(format!("{topic}-{p}")))?;
-                    Ok(change(topic, p, entry.mod_revision, &state, None, true))
-                }
-            }
-        })();
+        let outcome = if seen.insert((topic, p)) {
+            plan_partition(t, &cx)
+        } else {
+            Err(Refusal::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("partition {topic}-{p} appears twice in the request"),
+            ))
+        };
         match outcome {
-            Ok(c) => {
+            Ok((c, moved)) => {
                 changes.push(c);
+                submitted.extend(moved);
                 results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
             }
             Err(Refusal { code, message }) => {
@@ -218,63 +277,10 @@ fn plan_alter(
         }
     }
     if failed {
-        let first = results
-            .iter()
-            .find(|r| r.error_code != 0)
-            .map(|r| r.error_message.clone());
-        return Plan::Refused(AlterPartitionReassignmentsResponse {
-            error_code: ErrorCode::INVALID_REQUEST.0,
-            error_message: format!(
-                "nothing was changed: {} partition(s) refused, the first: {}",
-                results.iter().filter(|r| r.error_code != 0).count(),
-                first.unwrap_or_default()
-            ),
-            results,
-        });
+        return Decided::Refused(refused_whole(results));
     }
-    Plan::Write(changes, results, submitted)
+    Decided::Write(changes, results, submitted)
 }
-
-/// Times a request's phases (reading the metadata, planning, writing) for its debug line.
-struct PhaseTimer {
-    start: std::time::Instant,
-    read: std::time::Duration,
-    planned: std::time::Duration,
-}
-
-impl PhaseTimer {
-    fn start() -> Self {
-        Self {
-            start: std::time::Instant::now(),
-            read: Default::default(),
-            planned: Default::default(),
-        }
-    }
-
-    fn read_done(&mut self) {
-        self.read = self.start.elapsed();
-    }
-
-    fn plan_done(&mut self) {
-        self.planned = self.start.elapsed();
-    }
-
-    /// Logs the phases of attempt `attempt` of request `what` over `partitions`.
-    fn log(&self, what: &str, attempt: usize, partitions: usize, written: bool) {
-        tracing::debug!(
-            attempt,
-            partitions,
-            read_ms = self.read.as_millis() as u64,
-            plan_ms = self.planned.saturating_sub(self.read).as_millis() as u64,
-            write_ms = self.start.elapsed().saturating_sub(self.planned).as_millis() as u64,
-            written,
-            "{what}"
-        );
-    }
-}
-
-/// Retries of a request whose guards failed because the metadata moved under it.
-const ATTEMPTS: usize = 5;
 
 fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
     let mut ops = Vec::new();
@@ -285,71 +291,56 @@ fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, V
     (guards, ops)
 }
 
-/// Reads the cluster view and the reassignments side by side (each waits for its own read
-/// index, which a busy leader is slow to confirm).
-async fn load_view_and_reassignments(
-    client: &Client,
-) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
-    tokio::try_join!(load_view(client), load_reassignments(client))
+/// A request's writes and answer: its partitions' changes guarded by the cancel-all marker as it
+/// was read and, when a submit leaves partitions moving, the arming of the auto-remove throttles
+/// in scope and the put of the submit epoch (which tells their removal a submit happened).
+fn alter_writes(req: &AlterPartitionReassignmentsRequest, m: &Moves) -> Plan<AlterPartitionReassignmentsResponse> {
+    let (changes, results, submitted) = match plan_alter(req, &m.view, &m.moving, m.marker) {
+        Decided::Refused(r) => return Plan::answer(r),
+        Decided::Write(c, r, s) => (c, r, s),
+    };
+    let answer = AlterPartitionReassignmentsResponse {
+        results,
+        ..Default::default()
+    };
+    if req.validate_only || changes.is_empty() {
+        return Plan::answer(answer);
+    }
+    let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), m.marker);
+    let (mut guards, mut ops) = merge(changes, vec![marker_guard]);
+    if !submitted.is_empty() {
+        let (g, o) = crate::throttles::arming(&m.view, &m.brokers, &submitted);
+        guards.extend(g);
+        ops.extend(o);
+        ops.push(pb::Op {
+            op: Some(pb::op::Op::Put(pb::PutOp {
+                key: keys::REASSIGN_EPOCH.into(),
+                value: Default::default(),
+                lease: 0,
+            })),
+        });
+    }
+    Plan::write(guards, ops, answer)
 }
 
-/// AlterPartitionReassignments.
+/// AlterPartitionReassignments: the whole request in one guarded transaction.
 pub async fn alter(
     client: &Client,
     req: AlterPartitionReassignmentsRequest,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
     let req = std::sync::Arc::new(req);
-    for attempt in 0..ATTEMPTS {
-        let mut timer = PhaseTimer::start();
-        let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
-        timer.read_done();
-        let planned = req.clone();
-        let (view, plan) = crate::off_runtime(move || {
-            let plan = plan_alter(&planned, &view, &moving, marker);
-            (view, plan)
-        })
-        .await;
-        timer.plan_done();
-        let (changes, results, submitted) = match plan {
-            Plan::Refused(r) => return Ok(r),
-            Plan::Write(c, r, s) => (c, r, s),
-        };
-        if req.validate_only || changes.is_empty() {
-            return Ok(AlterPartitionReassignmentsResponse {
-                results,
-                ..Default::default()
-            });
-        }
-        let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), marker);
-        let (mut guards, mut ops) = merge(changes, vec![marker_guard]);
-        if !submitted.is_empty() {
-            // Arms the auto-remove throttles in scope, and tells their removal a submit happened.
-            let brokers = crate::throttles::load_broker_configs(client).await?;
-            let (g, o) = crate::throttles::arming(&view, &brokers, &submitted);
-            guards.extend(g);
-            ops.extend(o);
-            ops.push(pb::Op {
-                op: Some(pb::op::Op::Put(pb::PutOp {
-                    key: keys::REASSIGN_EPOCH.into(),
-                    value: Default::default(),
-                    lease: 0,
-                })),
-            });
-        }
-        let written = write(client, guards, ops).await?;
-        timer.log("reassignment request", attempt, req.partitions.len(), written);
-        if written {
-            return Ok(AlterPartitionReassignmentsResponse {
-                results,
-                ..Default::default()
-            });
-        }
-    }
-    Ok(AlterPartitionReassignmentsResponse {
-        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
-        error_message: "the partitions kept changing while the request was applied; retry".into(),
+    let kept_changing = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        "the partitions kept changing while the request was applied; retry",
+    );
+    let outcome = Runner::new(client, "reassignment request", kept_changing)
+        .run_off_runtime(|| load_moves(client), move |m: Moves| Ok(alter_writes(&req, &m)))
+        .await?;
+    Ok(outcome.unwrap_or_else(|e| AlterPartitionReassignmentsResponse {
+        error_code: e.code.0,
+        error_message: e.message,
         results: vec![],
-    })
+    }))
 }
 
 /// ListPartitionReassignments.
@@ -391,43 +382,65 @@ pub async fn list(
     })
 }
 
-/// CancelAllReassignments: sets the marker and rolls every reassignment back, in one transaction.
+/// CancelAllReassignments: sets the marker, then rolls every reassignment it can back in one
+/// transaction that puts the marker again.
 pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
+    let kept_changing = || {
+        Refusal::new(
+            ErrorCode::INVALID_UPDATE_VERSION,
+            "the partitions kept changing while cancelling; retry",
+        )
+    };
+    let refused = |e: Refusal| CancelAllReassignmentsResponse {
+        error_code: e.code.0,
+        error_message: e.message,
+        cancelled: vec![],
+    };
     // The marker goes in first, on its own: it stops new submissions and the ISR expansions
     // that would complete the moves being undone, so the rollback below is not raced by them.
-    // Put even when present (one write, no read first): a second cancel-all racing this one
-    // only sees its guard fail and reads again.
-    client
-        .put(keys::REASSIGN_CANCEL, ReassignmentRecord::default().encode_to_vec())
-        .await?;
-    for attempt in 0..ATTEMPTS {
-        let mut timer = PhaseTimer::start();
-        let (view, (moving, marker)) = load_view_and_reassignments(client).await?;
-        timer.read_done();
-        let (changes, cancelled, refused) = crate::off_runtime(move || plan_cancel_all(&view, &moving)).await;
-        let marker_op = put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default());
-        let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
-        ops.push(marker_op);
-        timer.plan_done();
-        let written = write(client, guards, ops).await?;
-        timer.log("cancel-all", attempt, cancelled.len(), written);
-        if written {
-            return Ok(CancelAllReassignmentsResponse {
-                error_code: if refused.is_empty() {
-                    0
-                } else {
-                    ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE.0
-                },
-                error_message: refused.join("; "),
-                cancelled,
-            });
-        }
+    // Put even when present (one write, no read first, no guard): a second cancel-all racing
+    // this one only sees its guard fail and reads again.
+    let runner = Runner::new(client, "cancel-all", kept_changing());
+    let marker = Plan::write(vec![], vec![marker_op()], ());
+    if let Err(e) = runner.write(marker).await? {
+        return Ok(refused(e));
     }
-    Ok(CancelAllReassignmentsResponse {
-        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
-        error_message: "the partitions kept changing while cancelling; retry".into(),
-        cancelled: vec![],
-    })
+    let outcome = runner
+        .run_off_runtime(
+            || load_view_and_reassignments(client),
+            |(view, (moving, marker))| Ok(cancel_all_writes(&view, &moving, marker)),
+        )
+        .await?;
+    Ok(outcome.unwrap_or_else(refused))
+}
+
+/// Reads the cluster view and the reassignments side by side.
+async fn load_view_and_reassignments(
+    client: &Client,
+) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
+    tokio::try_join!(load_view(client), load_reassignments(client))
+}
+
+fn marker_op() -> pb::Op {
+    put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default())
+}
+
+/// Cancel-all's writes and answer: every move it can roll back and the marker put again, guarded
+/// by the marker's revision as read.
+fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) -> Plan<CancelAllReassignmentsResponse> {
+    let (changes, cancelled, refused) = plan_cancel_all(view, moving);
+    let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
+    ops.push(marker_op());
+    let answer = CancelAllReassignmentsResponse {
+        error_code: if refused.is_empty() {
+            0
+        } else {
+            ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE.0
+        },
+        error_message: refused.join("; "),
+        cancelled,
+    };
+    Plan::write(guards, ops, answer)
 }
 
 /// The changes that roll every move back: (changes, cancelled partitions, refusals).
@@ -465,6 +478,62 @@ pub async fn remove_cancel(client: &Client) -> Result<RemoveCancelResponse, meta
     Ok(RemoveCancelResponse { removed: deleted > 0 })
 }
 
+/// AssignReplicaDir's answer, and whether its write completes the reassignment (`None`: nothing
+/// was written).
+struct DirAnswer {
+    response: AssignReplicaDirResponse,
+    completes: Option<bool>,
+}
+
+/// A dir report's writes and answer, on the partition (and brokers) and whether the cancel-all
+/// marker is present.
+fn dir_writes(req: &AssignReplicaDirRequest, view: &ClusterView, cancel_marker: bool) -> Plan<DirAnswer> {
+    let answer = |response| {
+        Plan::answer(DirAnswer {
+            response,
+            completes: None,
+        })
+    };
+    let name = format!("{}-{}", req.topic, req.partition);
+    let Some(entry) = view.partition(&req.topic, req.partition) else {
+        return answer(AssignReplicaDirResponse {
+            error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+            error_message: format!("partition {name} does not exist"),
+            state: None,
+        });
+    };
+    let Some(next) = reassignment::dir_reached(&entry.state, req.broker, &req.log_dir, &view.live_brokers()) else {
+        return answer(AssignReplicaDirResponse {
+            state: Some(entry.state.clone()),
+            ..Default::default()
+        });
+    };
+    if cancel_marker {
+        return answer(AssignReplicaDirResponse {
+            error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
+            error_message: format!("{name}: a cancel-all is rolling back its reassignment"),
+            state: Some(entry.state.clone()),
+        });
+    }
+    let completes = !reassignment::is_moving(&next);
+    // Completion deletes the record; otherwise it stays as it is.
+    let c = change(&req.topic, req.partition, entry.mod_revision, &next, None, completes);
+    let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
+    let (guards, ops) = merge(vec![c], vec![marker_guard]);
+    let response = AssignReplicaDirResponse {
+        state: Some(next),
+        ..Default::default()
+    };
+    Plan::write(
+        guards,
+        ops,
+        DirAnswer {
+            response,
+            completes: Some(completes),
+        },
+    )
+}
+
 /// AssignReplicaDir: a broker's replica is in the log dir its reassignment named, which may
 /// complete the reassignment in the same transaction. A report that changes nothing (a repeat,
 /// or a dir no longer named) answers the current state.
@@ -473,55 +542,42 @@ pub async fn assign_replica_dir(
     req: AssignReplicaDirRequest,
 ) -> Result<AssignReplicaDirResponse, metastore::ClientError> {
     let name = format!("{}-{}", req.topic, req.partition);
-    for _ in 0..ATTEMPTS {
-        let view = crate::store::load_partition_view(client, &req.topic, req.partition).await?;
-        let Some(entry) = view.partition(&req.topic, req.partition) else {
+    let kept_changing = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        format!("{name}: the partition kept changing; retry"),
+    );
+    let read = || async {
+        tokio::try_join!(
+            crate::store::load_partition_view(client, &req.topic, req.partition),
+            client.get(keys::REASSIGN_CANCEL)
+        )
+    };
+    let outcome = Runner::new(client, "replica dir report", kept_changing)
+        .run(read, |(view, marker)| Ok(dir_writes(&req, &view, marker.is_some())))
+        .await?;
+    let answer = match outcome {
+        Ok(a) => a,
+        Err(e) => {
             return Ok(AssignReplicaDirResponse {
-                error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-                error_message: format!("partition {name} does not exist"),
+                error_code: e.code.0,
+                error_message: e.message,
                 state: None,
-            });
-        };
-        let Some(next) = reassignment::dir_reached(&entry.state, req.broker, &req.log_dir, &view.live_brokers()) else {
-            return Ok(AssignReplicaDirResponse {
-                state: Some(entry.state.clone()),
-                ..Default::default()
-            });
-        };
-        if client.get(keys::REASSIGN_CANCEL).await?.is_some() {
-            return Ok(AssignReplicaDirResponse {
-                error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
-                error_message: format!("{name}: a cancel-all is rolling back its reassignment"),
-                state: Some(entry.state.clone()),
-            });
+            })
         }
-        let completes = !reassignment::is_moving(&next);
+    };
+    if let Some(completes) = answer.completes {
         if completes {
-            tracing::info!(partition = name, replicas = ?next.replicas, "reassignment completed");
+            let replicas = answer.response.state.as_ref().map(|s| s.replicas.clone());
+            tracing::info!(partition = name, replicas = ?replicas.unwrap_or_default(), "reassignment completed");
         }
-        // Completion deletes the record; otherwise it stays as it is.
-        let c = change(&req.topic, req.partition, entry.mod_revision, &next, None, completes);
-        let state = next;
-        let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
-        let (guards, ops) = merge(vec![c], vec![marker_guard]);
-        if write(client, guards, ops).await? {
-            tracing::info!(
-                partition = name,
-                broker = req.broker,
-                dir = req.log_dir,
-                "replica reached its named log dir"
-            );
-            return Ok(AssignReplicaDirResponse {
-                state: Some(state),
-                ..Default::default()
-            });
-        }
+        tracing::info!(
+            partition = name,
+            broker = req.broker,
+            dir = req.log_dir,
+            "replica reached its named log dir"
+        );
     }
-    Ok(AssignReplicaDirResponse {
-        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
-        error_message: format!("{name}: the partition kept changing; retry"),
-        state: None,
-    })
+    Ok(answer.response)
 }
 
 /// Completion as the ISR-change path and the active controller apply it: the partition's

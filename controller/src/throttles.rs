@@ -16,7 +16,8 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 
 use crate::reassignment::is_moving;
-use crate::store::{at_revision, load_view, put_op, write};
+use crate::store::{at_revision, load_view, put_op};
+use crate::write_runner::{Plan, Runner};
 
 /// Where a record's auto-remove throttles apply.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -131,6 +132,92 @@ fn rate(field: &str, r: Option<i64>) -> Result<Option<String>, Refusal> {
     }
 }
 
+/// A record's write, started from what is stored when the request has not touched it yet.
+fn record_write(
+    out: &mut BTreeMap<Scope, RecordWrite>,
+    scope: Scope,
+    stored: impl FnOnce() -> (u64, HashMap<String, String>, Option<AutoRemove>),
+) -> &mut RecordWrite {
+    out.entry(scope.clone()).or_insert_with(|| {
+        let (revision, config, auto) = stored();
+        RecordWrite {
+            scope,
+            revision,
+            config,
+            auto: auto.unwrap_or_default(),
+        }
+    })
+}
+
+/// Checks one broker's throttle and plans its record's write.
+fn plan_broker(
+    b: &BrokerThrottle,
+    view: &ClusterView,
+    brokers: &BrokerConfigs,
+    out: &mut BTreeMap<Scope, RecordWrite>,
+) -> Result<(), Refusal> {
+    let name = format!("broker {}", b.broker);
+    if !view.brokers.contains_key(&b.broker) {
+        return Err(Refusal::new(
+            ErrorCode::BROKER_NOT_AVAILABLE,
+            format!("{name}: not a registered broker"),
+        ));
+    }
+    let leader = rate(&format!("{name}: leader_rate"), b.leader_rate)?;
+    let follower = rate(&format!("{name}: follower_rate"), b.follower_rate)?;
+    let w = record_write(out, Scope::Broker(b.broker), || {
+        let (rec, revision) = brokers.get(&b.broker).cloned().unwrap_or_default();
+        (revision, rec.config, rec.auto_remove)
+    });
+    set_key(
+        &mut w.config,
+        &mut w.auto,
+        topic_config::LEADER_THROTTLED_RATE,
+        leader,
+        b.auto_remove,
+    );
+    set_key(
+        &mut w.config,
+        &mut w.auto,
+        topic_config::FOLLOWER_THROTTLED_RATE,
+        follower,
+        b.auto_remove,
+    );
+    Ok(())
+}
+
+/// Checks one topic's throttled replicas and plans its record's write.
+fn plan_topic(t: &TopicThrottle, view: &ClusterView, out: &mut BTreeMap<Scope, RecordWrite>) -> Result<(), Refusal> {
+    let entry = view
+        .topics
+        .get(&t.topic)
+        .filter(|e| e.record.is_some())
+        .ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                format!("topic {:?}: does not exist", t.topic),
+            )
+        })?;
+    let lists = [
+        (topic_config::LEADER_THROTTLED_REPLICAS, &t.leader_replicas),
+        (topic_config::FOLLOWER_THROTTLED_REPLICAS, &t.follower_replicas),
+    ];
+    let given: HashMap<String, String> = lists
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.clone())))
+        .collect();
+    topic_config::validate(&given)
+        .map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, format!("topic {:?}: {e}", t.topic)))?;
+    let w = record_write(out, Scope::Topic(t.topic.clone()), || {
+        let rec = entry.record.clone().unwrap_or_default();
+        (entry.mod_revision, rec.config, rec.auto_remove)
+    });
+    for (k, v) in lists {
+        set_key(&mut w.config, &mut w.auto, k, v.clone(), t.auto_remove);
+    }
+    Ok(())
+}
+
 /// Checks an AlterThrottles request against the cluster and plans each record's write. Every
 /// entry is checked before anything is planned; the first bad one refuses the request.
 pub fn plan(
@@ -140,74 +227,10 @@ pub fn plan(
 ) -> Result<Vec<RecordWrite>, Refusal> {
     let mut out: BTreeMap<Scope, RecordWrite> = BTreeMap::new();
     for b in &req.brokers {
-        let name = format!("broker {}", b.broker);
-        if !view.brokers.contains_key(&b.broker) {
-            return Err(Refusal::new(
-                ErrorCode::BROKER_NOT_AVAILABLE,
-                format!("{name}: not a registered broker"),
-            ));
-        }
-        let leader = rate(&format!("{name}: leader_rate"), b.leader_rate)?;
-        let follower = rate(&format!("{name}: follower_rate"), b.follower_rate)?;
-        let scope = Scope::Broker(b.broker);
-        let w = out.entry(scope.clone()).or_insert_with(|| {
-            let (rec, revision) = brokers.get(&b.broker).cloned().unwrap_or_default();
-            RecordWrite {
-                scope,
-                revision,
-                config: rec.config,
-                auto: rec.auto_remove.unwrap_or_default(),
-            }
-        });
-        set_key(
-            &mut w.config,
-            &mut w.auto,
-            topic_config::LEADER_THROTTLED_RATE,
-            leader,
-            b.auto_remove,
-        );
-        set_key(
-            &mut w.config,
-            &mut w.auto,
-            topic_config::FOLLOWER_THROTTLED_RATE,
-            follower,
-            b.auto_remove,
-        );
+        plan_broker(b, view, brokers, &mut out)?;
     }
     for t in &req.topics {
-        let entry = view
-            .topics
-            .get(&t.topic)
-            .filter(|e| e.record.is_some())
-            .ok_or_else(|| {
-                Refusal::new(
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("topic {:?}: does not exist", t.topic),
-                )
-            })?;
-        let lists = [
-            (topic_config::LEADER_THROTTLED_REPLICAS, &t.leader_replicas),
-            (topic_config::FOLLOWER_THROTTLED_REPLICAS, &t.follower_replicas),
-        ];
-        let given: HashMap<String, String> = lists
-            .iter()
-            .filter_map(|(k, v)| v.as_ref().filter(|v| !v.is_empty()).map(|v| (k.to_string(), v.clone())))
-            .collect();
-        topic_config::validate(&given)
-            .map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, format!("topic {:?}: {e}", t.topic)))?;
-        let scope = Scope::Topic(t.topic.clone());
-        let w = out.entry(scope.clone()).or_insert_with(|| {
-            let rec = entry.record.clone().unwrap_or_default();
-            RecordWrite {
-                scope,
-                revision: entry.mod_revision,
-                config: rec.config,
-                auto: rec.auto_remove.unwrap_or_default(),
-            }
-        });
-        for (k, v) in lists {
-            set_key(&mut w.config, &mut w.auto, k, v.clone(), t.auto_remove);
-        }
+        plan_topic(t, view, &mut out)?;
     }
     // A scope with a reassignment already running is armed at once: its end removes the throttle.
     for w in out.values_mut() {
@@ -262,39 +285,47 @@ pub async fn load_broker_configs(client: &Client) -> Result<BrokerConfigs, metas
         .collect())
 }
 
+/// What AlterThrottles is planned on: the submit epoch's revision, the cluster view and the
+/// broker config records.
+type ThrottleState = (u64, ClusterView, BrokerConfigs);
+
+async fn load_throttle_state(client: &Client) -> Result<ThrottleState, metastore::ClientError> {
+    // Read before the view and guarded: a submit committed meanwhile (which would not see
+    // these throttles to arm them) makes this request look again, and arm them itself.
+    let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
+    let view = load_view(client).await?;
+    let brokers = load_broker_configs(client).await?;
+    Ok((epoch, view, brokers))
+}
+
+/// AlterThrottles' writes: every record it changes, guarded by its revision and the epoch.
+fn alter_writes(req: &AlterThrottlesRequest, (epoch, view, brokers): ThrottleState) -> Result<Plan<()>, Refusal> {
+    let writes = plan(req, &view, &brokers)
+        .map_err(|Refusal { code, message }| Refusal::new(code, format!("nothing was changed: {message}")))?;
+    if req.validate_only || writes.is_empty() {
+        return Ok(Plan::answer(()));
+    }
+    let mut guards: Vec<pb::Guard> = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
+    guards.push(at_revision(keys::REASSIGN_EPOCH.into(), epoch));
+    let ops = writes.iter().map(|w| record_op(w, &view)).collect();
+    Ok(Plan::write(guards, ops, ()))
+}
+
 /// AlterThrottles: checked whole, then one guarded write.
 pub async fn alter(
     client: &Client,
     req: AlterThrottlesRequest,
 ) -> Result<AlterThrottlesResponse, metastore::ClientError> {
-    for _ in 0..5 {
-        // Read before the view and guarded: a submit committed meanwhile (which would not see
-        // these throttles to arm them) makes this request look again, and arm them itself.
-        let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
-        let view = load_view(client).await?;
-        let brokers = load_broker_configs(client).await?;
-        let writes = match plan(&req, &view, &brokers) {
-            Ok(w) => w,
-            Err(Refusal { code, message }) => {
-                return Ok(AlterThrottlesResponse {
-                    error_code: code.0,
-                    error_message: format!("nothing was changed: {message}"),
-                })
-            }
-        };
-        if req.validate_only || writes.is_empty() {
-            return Ok(AlterThrottlesResponse::default());
-        }
-        let mut guards: Vec<pb::Guard> = writes.iter().map(|w| at_revision(w.scope.key(), w.revision)).collect();
-        guards.push(at_revision(keys::REASSIGN_EPOCH.into(), epoch));
-        let ops = writes.iter().map(|w| record_op(w, &view)).collect();
-        if write(client, guards, ops).await? {
-            return Ok(AlterThrottlesResponse::default());
-        }
-    }
-    Ok(AlterThrottlesResponse {
-        error_code: ErrorCode::INVALID_UPDATE_VERSION.0,
-        error_message: "the configs kept changing; retry".into(),
+    let kept_changing = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "the configs kept changing; retry");
+    let outcome = Runner::new(client, "throttles", kept_changing)
+        .run(|| load_throttle_state(client), |state| alter_writes(&req, state))
+        .await?;
+    Ok(match outcome {
+        Ok(()) => AlterThrottlesResponse::default(),
+        Err(Refusal { code, message }) => AlterThrottlesResponse {
+            error_code: code.0,
+            error_message: message,
+        },
     })
 }
 
@@ -375,13 +406,9 @@ pub fn removals(view: &ClusterView, brokers: &BrokerConfigs) -> Vec<RecordWrite>
 }
 
 /// Removes the auto-remove throttles that are due, each in a write guarded by its record and by
-/// the submit epoch (a submit since `view` was read may have armed them again), and by `extra`
-/// (the controller's term). Returns how many were removed.
-pub async fn remove_due(
-    client: &Client,
-    view: &ClusterView,
-    extra: pb::Guard,
-) -> Result<usize, metastore::ClientError> {
+/// the submit epoch (a submit since `view` was read may have armed them again), and fenced by
+/// the controller's Raft term `term`. Returns how many were removed.
+pub async fn remove_due(client: &Client, view: &ClusterView, term: u64) -> Result<usize, metastore::ClientError> {
     if removals(view, &load_broker_configs(client).await?).is_empty() {
         return Ok(0);
     }
@@ -390,14 +417,25 @@ pub async fn remove_due(
     let epoch = client.get(keys::REASSIGN_EPOCH).await?.map_or(0, |kv| kv.mod_revision);
     let view = &load_view(client).await?;
     let due = removals(view, &load_broker_configs(client).await?);
+    // A failed guard leaves the record to the next pass, which decides again.
+    let changed = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        "the throttle record or the submit epoch changed",
+    );
+    let runner = Runner::new(client, "auto-remove throttles", changed)
+        .once()
+        .fenced(term);
     let mut removed = 0;
     for w in &due {
         let guards = vec![
             at_revision(w.scope.key(), w.revision),
             at_revision(keys::REASSIGN_EPOCH.into(), epoch),
-            extra.clone(),
         ];
-        if write(client, guards, vec![record_op(w, view)]).await? {
+        if runner
+            .write(Plan::write(guards, vec![record_op(w, view)], ()))
+            .await?
+            .is_ok()
+        {
             tracing::info!(scope = ?w.scope, "removed auto-remove throttles: no reassignment in scope moves");
             removed += 1;
         }

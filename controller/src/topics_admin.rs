@@ -1,6 +1,8 @@
 //! The topic half of the `Admin` service: CreateTopics, CreatePartitions and DeleteTopics. Each
-//! request is checked against the node's [`RequestLimits`] first, reads the metadata once, and
-//! writes one guarded transaction per topic.
+//! request is checked against the node's [`RequestLimits`] first (a request over them is refused
+//! whole) and reads the metadata once. Then, as in Kafka, each topic stands alone: it is
+//! validated, then written in its own guarded transaction, and gets its own result; a topic that
+//! fails does not stop the others, and the ones written before it stay written.
 
 use std::collections::BTreeSet;
 
@@ -14,8 +16,9 @@ use proto::{keys, topic_config};
 use crate::limits::RequestLimits;
 use crate::partition_change::NO_LEADER;
 use crate::placement::{self, BrokerSlot};
-use crate::store::{at_revision, load_view, put_op, write};
+use crate::store::{at_revision, load_view, put_op};
 use crate::topic_name::validate_topic_name;
+use crate::write_runner::{Plan, Runner};
 use proto::errors::Refusal;
 
 fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
@@ -145,18 +148,12 @@ fn named_twice(topic: &str) -> Refusal {
     }
 }
 
-async fn create_one(
-    client: &Client,
-    t: &NewTopic,
-    view: &ClusterView,
-    validate_only: bool,
-) -> Result<Result<(), Refusal>, metastore::ClientError> {
-    let assignment = match plan_topic(t, view) {
-        Ok(a) => a,
-        Err(e) => return Ok(Err(e)),
-    };
+/// A new topic's writes: its record and every partition, guarded on the topic being absent (a
+/// topic created since the view was read, or named twice, fails the guard).
+fn create_writes(t: &NewTopic, view: &ClusterView, validate_only: bool) -> Result<Plan<()>, Refusal> {
+    let assignment = plan_topic(t, view)?;
     if validate_only {
-        return Ok(Ok(()));
+        return Ok(Plan::answer(()));
     }
     let live = view.live_brokers();
     let record = TopicRecord {
@@ -174,20 +171,36 @@ async fn create_one(
             &new_partition(replicas, &live),
         ));
     }
-    // Guarded on the topic being absent: a topic created since the view was read (or named
-    // twice) fails here.
-    let guards = vec![at_revision(keys::topic(&t.topic), 0)];
-    if write(client, guards, ops).await? {
-        Ok(Ok(()))
-    } else {
-        Ok(refuse(
-            ErrorCode::TOPIC_ALREADY_EXISTS,
-            format!("Topic '{}' already exists.", t.topic),
-        ))
+    Ok(Plan::write(vec![at_revision(keys::topic(&t.topic), 0)], ops, ()))
+}
+
+/// Writes one planned topic item once; a failed guard refuses it with `changed`.
+async fn write_item(
+    client: &Client,
+    what: &'static str,
+    planned: Result<Plan<()>, Refusal>,
+    changed: Refusal,
+) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    match planned {
+        Ok(plan) => Runner::new(client, what, changed).write(plan).await,
+        Err(e) => Ok(Err(e)),
     }
 }
 
-/// CreateTopics.
+async fn create_one(
+    client: &Client,
+    t: &NewTopic,
+    view: &ClusterView,
+    validate_only: bool,
+) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    let exists = Refusal::new(
+        ErrorCode::TOPIC_ALREADY_EXISTS,
+        format!("Topic '{}' already exists.", t.topic),
+    );
+    write_item(client, "create topic", create_writes(t, view, validate_only), exists).await
+}
+
+/// CreateTopics: each topic validated, then written in its own transaction, with its own result.
 pub async fn create_topics(
     client: &Client,
     limits: &RequestLimits,
@@ -278,19 +291,17 @@ fn plan_partitions(
     Ok((record, new))
 }
 
-async fn create_partitions_one(
-    client: &Client,
+/// The writes that add a topic's partitions: the topic record with its new count and each new
+/// partition, guarded by the topic record's revision.
+fn partitions_writes(
     t: &PartitionCount,
     topic: &TopicEntry,
     view: &ClusterView,
     validate_only: bool,
-) -> Result<Result<(), Refusal>, metastore::ClientError> {
-    let (record, new) = match plan_partitions(&t.topic, topic, t, view) {
-        Ok(p) => p,
-        Err(e) => return Ok(Err(e)),
-    };
+) -> Result<Plan<()>, Refusal> {
+    let (record, new) = plan_partitions(&t.topic, topic, t, view)?;
     if validate_only {
-        return Ok(Ok(()));
+        return Ok(Plan::answer(()));
     }
     let live = view.live_brokers();
     let first = topic.partitions.len() as u32;
@@ -303,20 +314,29 @@ async fn create_partitions_one(
         ));
     }
     let guards = vec![at_revision(keys::topic(&t.topic), topic.mod_revision)];
-    if write(client, guards, ops).await? {
-        Ok(Ok(()))
-    } else {
-        Ok(refuse(
-            ErrorCode::INVALID_UPDATE_VERSION,
-            format!(
-                "topic '{}' changed while its partitions were being added; retry",
-                t.topic
-            ),
-        ))
-    }
+    Ok(Plan::write(guards, ops, ()))
 }
 
-/// CreatePartitions.
+async fn create_partitions_one(
+    client: &Client,
+    t: &PartitionCount,
+    topic: &TopicEntry,
+    view: &ClusterView,
+    validate_only: bool,
+) -> Result<Result<(), Refusal>, metastore::ClientError> {
+    let changed = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        format!(
+            "topic '{}' changed while its partitions were being added; retry",
+            t.topic
+        ),
+    );
+    let planned = partitions_writes(t, topic, view, validate_only);
+    write_item(client, "create partitions", planned, changed).await
+}
+
+/// CreatePartitions: each topic validated, then written in its own transaction, with its own
+/// result.
 pub async fn create_partitions(
     client: &Client,
     limits: &RequestLimits,
@@ -360,7 +380,7 @@ pub async fn create_partitions(
     })
 }
 
-/// DeleteTopics.
+/// DeleteTopics: each topic deleted in its own transaction, with its own result.
 pub async fn delete_topics(
     client: &Client,
     limits: &RequestLimits,
@@ -393,6 +413,8 @@ pub async fn delete_topics(
     })
 }
 
+/// Deletes a topic: its partitions, its record and any reassignment records left of it, in one
+/// transaction guarded by the topic record's revision.
 async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), Refusal>, metastore::ClientError> {
     let ops = vec![
         pb::Op {
@@ -411,12 +433,9 @@ async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), 
         },
     ];
     let guards = vec![at_revision(keys::topic(name), rev)];
-    if write(client, guards, ops).await? {
-        Ok(Ok(()))
-    } else {
-        Ok(refuse(
-            ErrorCode::INVALID_UPDATE_VERSION,
-            format!("topic '{name}' changed; retry"),
-        ))
-    }
+    let changed = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        format!("topic '{name}' changed; retry"),
+    );
+    write_item(client, "delete topic", Ok(Plan::write(guards, ops, ())), changed).await
 }
