@@ -31,6 +31,7 @@ pub struct AdminService {
     channels: metastore::peers::Peers,
     progress: std::sync::Arc<reassign_progress::ProgressSamples>,
     limits: RequestLimits,
+    clock: proto::clock::Clock,
 }
 
 impl AdminService {
@@ -41,7 +42,14 @@ impl AdminService {
             channels: Default::default(),
             progress: Default::default(),
             limits: RequestLimits::default(),
+            clock: proto::clock::Clock::system(),
         }
+    }
+
+    /// The same service on `clock` (reassignments are stamped with its wall time).
+    pub fn with_clock(mut self, clock: proto::clock::Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The same service under `limits`.
@@ -286,7 +294,7 @@ impl Admin for AdminService {
         if let Some(mut leader) = self.leader_admin(&req) {
             return leader.alter_partition_reassignments(forwarded(req.into_inner())).await;
         }
-        let r = reassign_admin::alter(&self.client, req.into_inner())
+        let r = reassign_admin::alter(&self.client, req.into_inner(), self.clock.wall_ms())
             .await
             .map_err(status)?;
         Ok(Response::new(r))

@@ -59,12 +59,6 @@ fn delete_op(key: String) -> pb::Op {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
     view.topics
         .get(topic)
@@ -229,6 +223,7 @@ fn plan_alter(
     view: &ClusterView,
     moving: &Reassignments,
     marker: u64,
+    now_ms: u64,
 ) -> Decided {
     let throttle = match req.throttle_rate {
         Some(t) if t <= 0 => {
@@ -247,7 +242,7 @@ fn plan_alter(
         marker,
         live: view.live_brokers(),
         throttle,
-        now: now_ms(),
+        now: now_ms,
     };
     let mut seen = BTreeSet::new();
     let mut results = Vec::new();
@@ -294,8 +289,12 @@ fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, V
 /// A request's writes and answer: its partitions' changes guarded by the cancel-all marker as it
 /// was read and, when a submit leaves partitions moving, the arming of the auto-remove throttles
 /// in scope and the put of the submit epoch (which tells their removal a submit happened).
-fn alter_writes(req: &AlterPartitionReassignmentsRequest, m: &Moves) -> Plan<AlterPartitionReassignmentsResponse> {
-    let (changes, results, submitted) = match plan_alter(req, &m.view, &m.moving, m.marker) {
+fn alter_writes(
+    req: &AlterPartitionReassignmentsRequest,
+    m: &Moves,
+    now_ms: u64,
+) -> Plan<AlterPartitionReassignmentsResponse> {
+    let (changes, results, submitted) = match plan_alter(req, &m.view, &m.moving, m.marker, now_ms) {
         Decided::Refused(r) => return Plan::answer(r),
         Decided::Write(c, r, s) => (c, r, s),
     };
@@ -323,10 +322,12 @@ fn alter_writes(req: &AlterPartitionReassignmentsRequest, m: &Moves) -> Plan<Alt
     Plan::write(guards, ops, answer)
 }
 
-/// AlterPartitionReassignments: the whole request in one guarded transaction.
+/// AlterPartitionReassignments: the whole request in one guarded transaction; new
+/// reassignments are stamped `now_ms`.
 pub async fn alter(
     client: &Client,
     req: AlterPartitionReassignmentsRequest,
+    now_ms: u64,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
     let req = std::sync::Arc::new(req);
     let kept_changing = Refusal::new(
@@ -334,7 +335,10 @@ pub async fn alter(
         "the partitions kept changing while the request was applied; retry",
     );
     let outcome = Runner::new(client, "reassignment request", kept_changing)
-        .run_off_runtime(|| load_moves(client), move |m: Moves| Ok(alter_writes(&req, &m)))
+        .run_off_runtime(
+            || load_moves(client),
+            move |m: Moves| Ok(alter_writes(&req, &m, now_ms)),
+        )
         .await?;
     Ok(outcome.unwrap_or_else(|e| AlterPartitionReassignmentsResponse {
         error_code: e.code.0,

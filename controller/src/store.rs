@@ -69,7 +69,7 @@ pub fn at_revision(key: String, rev: u64) -> pb::Guard {
 }
 
 /// Writes a transaction; `Ok(false)` when a guard failed (someone changed the metadata first).
-/// Writers go through [`crate::write_runner::Runner`], which calls this.
+/// Writers go through the write runner (`write_runner::Runner`), which calls this.
 pub async fn write(client: &Client, guards: Vec<pb::Guard>, ops: Vec<pb::Op>) -> Result<bool, metastore::ClientError> {
     let resp = client
         .txn(pb::TxnRequest {
