@@ -13,7 +13,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-reassign-scale.XXXXXX")
 pids=()
 . tools/bench/ferry-cluster.sh
 trap 'stop_all; rm -rf "$work"' EXIT
-FERRY_NODE_ARGS="--roles quorum" start_ferry_cluster "${FERRY_BENCH_PORT:-17761}"
+FERRY_NODE_ARGS="--roles quorum ${FERRY_EXTRA_NODE_ARGS:-}" start_ferry_cluster "${FERRY_BENCH_PORT:-17761}"
 "$bin/ferry-reassign-bench" --bootstrap-server "$endpoints" --partitions "$PARTITIONS" \
   --fake-brokers 1,2,3 --no-complete --server-pids "$server_pids" \
   --cluster-credential-file "$work/ferry1/cluster-credential"
