@@ -235,3 +235,22 @@ fn print_next_steps(nodes: usize, bootstrap: &str, first: &str) {
     );
     println!("Stop with Ctrl-C; a second start reuses the data.");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_ports_follow_the_base_port() {
+        let port = |base, id| metrics_listen(base, true, id).map(|a| a.port());
+        assert_eq!(port(9101, 1).unwrap(), 9101);
+        assert_eq!(port(9101, 3).unwrap(), 9103);
+        assert_eq!(port(0, 5).unwrap(), 0);
+        assert!(port(65535, 2).is_err());
+        // A default port in use gives way to any free port.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = taken.local_addr().unwrap().port();
+        assert_eq!(metrics_listen(p, false, 1).unwrap().port(), 0);
+        assert_eq!(metrics_listen(p, true, 1).unwrap().port(), p);
+    }
+}
