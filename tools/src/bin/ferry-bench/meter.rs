@@ -45,6 +45,8 @@ impl Meter {
             ops: 0,
             errors: 0,
             first_error: None,
+            // Constant bounds hdrhistogram accepts (low >= 1, high >= 2 * low, 3 significant
+            // figures of at most 5), so this cannot fail.
             hist: Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds"),
         }
     }
