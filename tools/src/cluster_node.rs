@@ -121,32 +121,8 @@ impl RunningNode {
 
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
-    if !o.roles.quorum && !o.roles.broker {
-        bail!("--roles: give quorum, broker or both");
-    }
-    let quorum: Vec<String> = if o.roles.quorum {
-        o.peers.values().cloned().collect()
-    } else {
-        o.quorum.clone()
-    };
-    if quorum.is_empty() && !(o.roles.quorum && o.join) {
-        bail!("a broker-only node needs --quorum HOST:PORT,...");
-    }
-    let broker = if o.roles.broker {
-        let dirs = if o.log_dirs.is_empty() {
-            vec![o.data_dir.join("logs")]
-        } else {
-            o.log_dirs.clone()
-        };
-        let broker_id = i32::try_from(o.id).context("--id: a broker id must fit in 31 bits")?;
-        let mut cfg = BrokerConfig::new(broker_id, dirs, quorum.clone());
-        cfg.rack = o.rack.clone();
-        cfg.session_timeout_ms = o.session_timeout_ms;
-        cfg.data = o.data.clone();
-        Some(Broker::open(cfg).context("opening the broker's log dirs")?)
-    } else {
-        None
-    };
+    let quorum = quorum_addrs(&o)?;
+    let broker = open_broker(&o, &quorum)?;
     // One registry per node: `ferry dev` runs several nodes in one process.
     let registry = prometheus::Registry::new();
     if let Some(b) = &broker {
@@ -163,29 +139,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     // The broker's own client of the quorum; it gets the cluster credential once known.
     let broker_client = metastore::Client::new(&quorum).or_else(|_| metastore::Client::new(&[o.listen.to_string()]))?;
     if !o.roles.quorum && o.roles.broker {
-        let Some(path) = o.credential_file.clone() else {
-            bail!(
-                "a broker-only node needs the cluster credential: --cluster-credential-file \
-                 (the file {} in a quorum node's data dir)",
-                metastore::credential::CREDENTIAL_FILE
-            );
-        };
-        let c = broker_client.clone();
-        tokio::spawn(async move {
-            // `ferry dev` starts broker-only nodes while its quorum is still forming.
-            let mut warned = false;
-            loop {
-                match c.set_credential_file(&path) {
-                    Ok(()) => return,
-                    Err(e) if !warned => {
-                        tracing::warn!(error = %e, "waiting for the cluster credential file");
-                        warned = true;
-                    }
-                    Err(_) => {}
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        });
+        read_credential_file(&o, &broker_client)?;
     }
     let mut running = RunningNode {
         addr: o.listen,
@@ -196,71 +150,9 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         server: None,
     };
     if o.roles.quorum {
-        let client = metastore::Client::new(&quorum).or_else(|_| {
-            // A joining node may not know its peers yet: talk to itself.
-            metastore::Client::new(&[o.listen.to_string()])
-        })?;
-        // A request is read whole before any check can look at it: its size is the first limit.
-        let admin = AdminServer::new(AdminService::new(client.clone()).with_limits(o.limits))
-            .max_decoding_message_size(o.limits.max_request_bytes)
-            .max_encoding_message_size(1 << 30);
-        let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
-        let mut routes = tonic::service::Routes::new(admin);
-        if let Some(b) = &broker {
-            routes = routes.add_service(b.service().max_decoding_message_size(o.limits.max_request_bytes));
-        }
-        let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
-        cfg.join = o.join;
-        cfg.raft = o.raft.clone();
-        cfg.extra_services = Some(routes);
-        cfg.registry = Some(registry.clone());
-        let node = metastore::start(cfg).await?;
-        client.attach_local(node.local());
-        let sm = node.sm.clone();
-        let credentialed = vec![client.clone(), broker_client.clone()];
-        tokio::spawn(async move {
-            let token = metastore::credential::wait(&sm).await;
-            for c in credentialed {
-                if let Err(e) = c.set_credential(&token) {
-                    tracing::error!(error = %e, "cluster credential");
-                }
-            }
-        });
-        running.addr = node.addr;
-        running.controller = Some(controller::active::spawn(
-            o.id,
-            node.raft.clone(),
-            client,
-            o.controller.clone(),
-        ));
-        running.metastore = Some(node);
+        start_quorum(&o, &quorum, broker.as_ref(), &registry, &broker_client, &mut running).await?;
     } else if let Some(b) = &broker {
-        let listener = tokio::net::TcpListener::bind(o.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", o.listen))?;
-        running.addr = listener.local_addr()?;
-        let (health_reporter, health) = tonic_health::server::health_reporter();
-        health_reporter
-            .set_serving::<proto::ferry::broker_server::BrokerServer<broker::service::BrokerService>>()
-            .await;
-        let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
-        let (tx, rx) = oneshot::channel::<()>();
-        let h = tokio::spawn(async move {
-            let res = tonic::transport::Server::builder()
-                .tcp_nodelay(true)
-                .max_concurrent_streams(metastore::node::MAX_STREAMS)
-                .initial_connection_window_size(metastore::peers::CONNECTION_WINDOW)
-                .add_service(health)
-                .add_service(svc)
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                    let _ = rx.await;
-                })
-                .await;
-            if let Err(e) = res {
-                tracing::error!(error = %e, "broker gRPC server stopped");
-            }
-        });
-        running.server = Some((tx, h));
+        serve_broker(&o, b, &mut running).await?;
     }
     if let Some(b) = broker {
         running.broker = Some(b.start(running.addr.to_string(), broker_client)?);
@@ -269,4 +161,148 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         running.metrics = Some(crate::metrics_http::serve(listener, registry)?);
     }
     Ok(running)
+}
+
+/// The quorum's addresses: the peers for a quorum node, `--quorum` for a broker-only one.
+fn quorum_addrs(o: &NodeOptions) -> anyhow::Result<Vec<String>> {
+    if !o.roles.quorum && !o.roles.broker {
+        bail!("--roles: give quorum, broker or both");
+    }
+    let quorum: Vec<String> = if o.roles.quorum {
+        o.peers.values().cloned().collect()
+    } else {
+        o.quorum.clone()
+    };
+    if quorum.is_empty() && !(o.roles.quorum && o.join) {
+        bail!("a broker-only node needs --quorum HOST:PORT,...");
+    }
+    Ok(quorum)
+}
+
+/// Opens the broker's log dirs, if the node is a broker.
+fn open_broker(o: &NodeOptions, quorum: &[String]) -> anyhow::Result<Option<Broker>> {
+    if !o.roles.broker {
+        return Ok(None);
+    }
+    let dirs = if o.log_dirs.is_empty() {
+        vec![o.data_dir.join("logs")]
+    } else {
+        o.log_dirs.clone()
+    };
+    let broker_id = i32::try_from(o.id).context("--id: a broker id must fit in 31 bits")?;
+    let mut cfg = BrokerConfig::new(broker_id, dirs, quorum.to_vec());
+    cfg.rack = o.rack.clone();
+    cfg.session_timeout_ms = o.session_timeout_ms;
+    cfg.data = o.data.clone();
+    Ok(Some(Broker::open(cfg).context("opening the broker's log dirs")?))
+}
+
+/// A broker-only node reads the cluster credential from its file, retrying until it exists.
+fn read_credential_file(o: &NodeOptions, broker_client: &metastore::Client) -> anyhow::Result<()> {
+    let Some(path) = o.credential_file.clone() else {
+        bail!(
+            "a broker-only node needs the cluster credential: --cluster-credential-file \
+             (the file {} in a quorum node's data dir)",
+            metastore::credential::CREDENTIAL_FILE
+        );
+    };
+    let c = broker_client.clone();
+    tokio::spawn(async move {
+        // `ferry dev` starts broker-only nodes while its quorum is still forming.
+        let mut warned = false;
+        loop {
+            match c.set_credential_file(&path) {
+                Ok(()) => return,
+                Err(e) if !warned => {
+                    tracing::warn!(error = %e, "waiting for the cluster credential file");
+                    warned = true;
+                }
+                Err(_) => {}
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    Ok(())
+}
+
+/// Starts the metastore voter with the admin service (and the broker's, on the same port) and
+/// the controller.
+async fn start_quorum(
+    o: &NodeOptions,
+    quorum: &[String],
+    broker: Option<&Broker>,
+    registry: &prometheus::Registry,
+    broker_client: &metastore::Client,
+    running: &mut RunningNode,
+) -> anyhow::Result<()> {
+    let client = metastore::Client::new(quorum).or_else(|_| {
+        // A joining node may not know its peers yet: talk to itself.
+        metastore::Client::new(&[o.listen.to_string()])
+    })?;
+    // A request is read whole before any check can look at it: its size is the first limit.
+    let admin = AdminServer::new(AdminService::new(client.clone()).with_limits(o.limits))
+        .max_decoding_message_size(o.limits.max_request_bytes)
+        .max_encoding_message_size(1 << 30);
+    let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
+    let mut routes = tonic::service::Routes::new(admin);
+    if let Some(b) = broker {
+        routes = routes.add_service(b.service().max_decoding_message_size(o.limits.max_request_bytes));
+    }
+    let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
+    cfg.join = o.join;
+    cfg.raft = o.raft.clone();
+    cfg.extra_services = Some(routes);
+    cfg.registry = Some(registry.clone());
+    let node = metastore::start(cfg).await?;
+    client.attach_local(node.local());
+    let sm = node.sm.clone();
+    let credentialed = vec![client.clone(), broker_client.clone()];
+    tokio::spawn(async move {
+        let token = metastore::credential::wait(&sm).await;
+        for c in credentialed {
+            if let Err(e) = c.set_credential(&token) {
+                tracing::error!(error = %e, "cluster credential");
+            }
+        }
+    });
+    running.addr = node.addr;
+    running.controller = Some(controller::active::spawn(
+        o.id,
+        node.raft.clone(),
+        client,
+        o.controller.clone(),
+    ));
+    running.metastore = Some(node);
+    Ok(())
+}
+
+/// Serves a broker-only node's gRPC (the broker service and health) on its own listener.
+async fn serve_broker(o: &NodeOptions, b: &Broker, running: &mut RunningNode) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(o.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", o.listen))?;
+    running.addr = listener.local_addr()?;
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<proto::ferry::broker_server::BrokerServer<broker::service::BrokerService>>()
+        .await;
+    let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
+    let (tx, rx) = oneshot::channel::<()>();
+    let h = tokio::spawn(async move {
+        let res = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .max_concurrent_streams(metastore::node::MAX_STREAMS)
+            .initial_connection_window_size(metastore::peers::CONNECTION_WINDOW)
+            .add_service(health)
+            .add_service(svc)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = rx.await;
+            })
+            .await;
+        if let Err(e) = res {
+            tracing::error!(error = %e, "broker gRPC server stopped");
+        }
+    });
+    running.server = Some((tx, h));
+    Ok(())
 }

@@ -11,6 +11,8 @@ use clap::Args;
 use metastore::RaftTuning;
 use serde::{Deserialize, Serialize};
 
+use crate::cluster_node::RunningNode;
+
 /// Flags of `ferry dev`.
 #[derive(Args)]
 pub struct DevArgs {
@@ -115,16 +117,31 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
 /// Runs the dev cluster until Ctrl-C or SIGTERM.
 pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let layout = layout(&a.data_dir, a.base_port, a.nodes, a.brokers)?;
-    let quorum: Vec<String> = layout.nodes.values().cloned().collect();
-    let metrics_base = a
-        .metrics_base_port
-        .unwrap_or(if a.base_port == 0 { 0 } else { METRICS_BASE_PORT });
     // Broker-only nodes read the credential that the first quorum node writes to its data dir.
     let first_quorum = layout.nodes.keys().next().copied().unwrap_or(1);
     let credential_file = a
         .data_dir
         .join(format!("node-{first_quorum}"))
         .join(metastore::credential::CREDENTIAL_FILE);
+    let mut nodes = start_nodes(&a, &layout, &credential_file).await?;
+    let stop = crate::shutdown_signal();
+    print_banner(&a, &layout, &nodes, &credential_file);
+    stop.await;
+    println!("stopping...");
+    // Broker-only nodes first: they deregister through the quorum.
+    let broker_only = nodes.split_off(layout.nodes.len());
+    for n in broker_only.into_iter().chain(nodes) {
+        n.shutdown().await;
+    }
+    Ok(())
+}
+
+/// Starts the quorum-and-broker nodes, then the broker-only ones, in id order.
+async fn start_nodes(a: &DevArgs, layout: &DevLayout, credential_file: &Path) -> anyhow::Result<Vec<RunningNode>> {
+    let quorum: Vec<String> = layout.nodes.values().cloned().collect();
+    let metrics_base = a
+        .metrics_base_port
+        .unwrap_or(if a.base_port == 0 { 0 } else { METRICS_BASE_PORT });
     let mut nodes = Vec::new();
     for (id, addr) in layout.nodes.iter().chain(&layout.brokers) {
         let broker_only = layout.brokers.contains_key(id);
@@ -153,13 +170,17 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
             controller: Default::default(),
             limits: Default::default(),
             metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
-            credential_file: broker_only.then(|| credential_file.clone()),
+            credential_file: broker_only.then(|| credential_file.to_path_buf()),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;
         nodes.push(node);
     }
-    let stop = crate::shutdown_signal();
+    Ok(nodes)
+}
+
+/// The nodes' addresses, the credential file and commands to try next.
+fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credential_file: &Path) {
     let bootstrap = layout.nodes.values().cloned().collect::<Vec<_>>().join(",");
     let first = layout.nodes.values().next().cloned().unwrap_or_default();
     if layout.brokers.is_empty() {
@@ -192,8 +213,13 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         credential_file.display()
     );
     println!();
+    print_next_steps(nodes.len(), &bootstrap, &first);
+}
+
+/// Commands to try against the new cluster.
+fn print_next_steps(nodes: usize, bootstrap: &str, first: &str) {
     println!("Try next (in another terminal):");
-    let rf = nodes.len().min(3);
+    let rf = nodes.min(3);
     println!(
         "  ferry topics --create --topic demo --partitions 3 --replication-factor {rf} --bootstrap-server {bootstrap}"
     );
@@ -208,14 +234,6 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         "(`ferry` not on the PATH? `cargo install --path tools --locked`, or `cargo run --bin ferry --` in its place.)"
     );
     println!("Stop with Ctrl-C; a second start reuses the data.");
-    stop.await;
-    println!("stopping...");
-    // Broker-only nodes first: they deregister through the quorum.
-    let broker_only = nodes.split_off(layout.nodes.len());
-    for n in broker_only.into_iter().chain(nodes) {
-        n.shutdown().await;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `ferry kv`: put, get, range, del, txn and watch against the metastore.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
@@ -188,47 +188,21 @@ pub async fn run(a: KvArgs) -> anyhow::Result<()> {
             key,
             serializable,
             verbose,
-        } => match client.get_opt(&key, serializable).await? {
-            Some(kv) if verbose => println!(
-                "{}\t{}\tcreate_revision={} mod_revision={} version={} lease={}",
-                kv.key,
-                show(&kv.value),
-                kv.create_revision,
-                kv.mod_revision,
-                kv.version,
-                kv.lease
-            ),
-            Some(kv) => println!("{}", show(&kv.value)),
-            None => {
-                eprintln!("error: key {key} not found");
-                return Err(ExitCode(1).into());
-            }
-        },
+        } => get(&client, &key, serializable, verbose).await?,
         KvCmd::Range {
             prefix,
             limit,
             keys_only,
             serializable,
         } => {
-            let r = client
-                .range_req(pb::RangeRequest {
-                    prefix,
-                    limit,
-                    keys_only,
-                    serializable,
-                    ..Default::default()
-                })
-                .await?;
-            for kv in r.kvs {
-                if keys_only {
-                    println!("{}", kv.key);
-                } else {
-                    println!("{}\t{}", kv.key, show(&kv.value));
-                }
-            }
-            if r.more {
-                eprintln!("(more keys match; raise --limit)");
-            }
+            let req = pb::RangeRequest {
+                prefix,
+                limit,
+                keys_only,
+                serializable,
+                ..Default::default()
+            };
+            range(&client, req).await?;
         }
         KvCmd::Del { key, prefix } => {
             let n = if prefix {
@@ -238,46 +212,92 @@ pub async fn run(a: KvArgs) -> anyhow::Result<()> {
             };
             println!("deleted {n}");
         }
-        KvCmd::Txn { file } => {
-            let text = if file.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin()).context("reading stdin")?
-            } else {
-                std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?
-            };
-            let r = client.txn(txn_request(&text)?).await?;
-            let rev = r.header.map_or(0, |h| h.revision);
-            if r.succeeded {
-                println!("SUCCEEDED revision {rev} deleted {}", r.deleted);
-            } else {
-                println!("FAILED {}", r.failed_reason);
-                return Err(ExitCode(2).into());
-            }
-        }
+        KvCmd::Txn { file } => txn(&client, &file).await?,
         KvCmd::Watch {
             prefix,
             from_revision,
             max_events,
-        } => {
-            let mut rx = client.watch(&prefix, from_revision);
-            let mut seen = 0u64;
-            while let Some(msg) = rx.recv().await {
-                let msg = msg?;
-                for ev in msg.events {
-                    let kv = ev.kv.unwrap_or_default();
-                    if ev.kind == pb::watch_event::Kind::Delete as i32 {
-                        println!("{} DELETE {}", msg.revision, kv.key);
-                    } else {
-                        println!("{} PUT {}\t{}", msg.revision, kv.key, show(&kv.value));
-                    }
-                    seen += 1;
-                    if max_events > 0 && seen >= max_events {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        } => watch(&client, &prefix, from_revision, max_events).await?,
         KvCmd::LeaseGrant { ttl_ms } => {
             println!("{}", client.lease_grant(ttl_ms).await?);
+        }
+    }
+    Ok(())
+}
+
+/// `kv get`: the value, or with `--verbose` the key, value and revisions; exit 1 if absent.
+async fn get(client: &metastore::Client, key: &str, serializable: bool, verbose: bool) -> anyhow::Result<()> {
+    match client.get_opt(key, serializable).await? {
+        Some(kv) if verbose => println!(
+            "{}\t{}\tcreate_revision={} mod_revision={} version={} lease={}",
+            kv.key,
+            show(&kv.value),
+            kv.create_revision,
+            kv.mod_revision,
+            kv.version,
+            kv.lease
+        ),
+        Some(kv) => println!("{}", show(&kv.value)),
+        None => {
+            eprintln!("error: key {key} not found");
+            return Err(ExitCode(1).into());
+        }
+    }
+    Ok(())
+}
+
+/// `kv range`: one line per key, and a hint when the limit cut the answer.
+async fn range(client: &metastore::Client, req: pb::RangeRequest) -> anyhow::Result<()> {
+    let keys_only = req.keys_only;
+    let r = client.range_req(req).await?;
+    for kv in r.kvs {
+        if keys_only {
+            println!("{}", kv.key);
+        } else {
+            println!("{}\t{}", kv.key, show(&kv.value));
+        }
+    }
+    if r.more {
+        eprintln!("(more keys match; raise --limit)");
+    }
+    Ok(())
+}
+
+/// `kv txn`: runs the file's transaction; exit 2 if a guard failed.
+async fn txn(client: &metastore::Client, file: &Path) -> anyhow::Result<()> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let r = client.txn(txn_request(&text)?).await?;
+    let rev = r.header.map_or(0, |h| h.revision);
+    if r.succeeded {
+        println!("SUCCEEDED revision {rev} deleted {}", r.deleted);
+    } else {
+        println!("FAILED {}", r.failed_reason);
+        return Err(ExitCode(2).into());
+    }
+    Ok(())
+}
+
+/// `kv watch`: prints each change under the prefix, until `max_events` (0 = never).
+async fn watch(client: &metastore::Client, prefix: &str, from_revision: u64, max_events: u64) -> anyhow::Result<()> {
+    let mut rx = client.watch(prefix, from_revision);
+    let mut seen = 0u64;
+    while let Some(msg) = rx.recv().await {
+        let msg = msg?;
+        for ev in msg.events {
+            let kv = ev.kv.unwrap_or_default();
+            if ev.kind == pb::watch_event::Kind::Delete as i32 {
+                println!("{} DELETE {}", msg.revision, kv.key);
+            } else {
+                println!("{} PUT {}\t{}", msg.revision, kv.key, show(&kv.value));
+            }
+            seen += 1;
+            if max_events > 0 && seen >= max_events {
+                return Ok(());
+            }
         }
     }
     Ok(())

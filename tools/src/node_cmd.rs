@@ -256,6 +256,22 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.config {
         tracing::info!(config = %path.display(), "settings not given as flags or FERRY_* variables come from the config file");
     }
+    let options = node_options(a)?;
+    let id = options.id;
+    let node = cluster_node::start(options).await?;
+    let stop = crate::shutdown_signal();
+    println!("node {id} listening on {}", node.addr);
+    if let Some(m) = node.metrics_addr() {
+        println!("  metrics: http://{m}/metrics");
+    }
+    stop.await;
+    node.shutdown().await;
+    Ok(())
+}
+
+/// The node's options from its settings, refusing a node that lacks one it needs.
+fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
+    let data = data_config(&a);
     let id = required(a.id, "id")?;
     let data_dir = required(a.data_dir, "data-dir")?;
     let listen = required(a.listen, "listen")?;
@@ -263,18 +279,6 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     if a.roles.quorum && peers.is_empty() && !a.join {
         bail!("--peers is required for a quorum node unless --join is given");
     }
-    let mut data = broker::DataConfig {
-        replica_lag_max_ms: a.replica_lag_time_max_ms,
-        dir_probe_interval_ms: a.log_dir_probe_interval_ms,
-        dir_move_parallelism: a.num_replica_alter_log_dirs_threads,
-        // A test hook, not a setting: see `DataConfig::swap_pause_ms`.
-        swap_pause_ms: std::env::var("FERRY_TEST_DIR_MOVE_SWAP_PAUSE_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0),
-        ..Default::default()
-    };
-    data.log.segment_bytes = a.segment_bytes;
     if !a.roles.quorum {
         // A file that does not exist yet is waited for: nodes may be started all at once.
         match &a.cluster_credential_file {
@@ -285,7 +289,7 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
             ),
         }
     }
-    let node = cluster_node::start(NodeOptions {
+    Ok(NodeOptions {
         id,
         data_dir,
         listen,
@@ -324,15 +328,23 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
         metrics_listen: a.metrics_listen,
         credential_file: a.cluster_credential_file,
     })
-    .await?;
-    let stop = crate::shutdown_signal();
-    println!("node {id} listening on {}", node.addr);
-    if let Some(m) = node.metrics_addr() {
-        println!("  metrics: http://{m}/metrics");
-    }
-    stop.await;
-    node.shutdown().await;
-    Ok(())
+}
+
+/// The broker's data-plane settings.
+fn data_config(a: &NodeArgs) -> broker::DataConfig {
+    let mut data = broker::DataConfig {
+        replica_lag_max_ms: a.replica_lag_time_max_ms,
+        dir_probe_interval_ms: a.log_dir_probe_interval_ms,
+        dir_move_parallelism: a.num_replica_alter_log_dirs_threads,
+        // A test hook, not a setting: see `DataConfig::swap_pause_ms`.
+        swap_pause_ms: std::env::var("FERRY_TEST_DIR_MOVE_SWAP_PAUSE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        ..Default::default()
+    };
+    data.log.segment_bytes = a.segment_bytes;
+    data
 }
 
 #[cfg(test)]

@@ -220,141 +220,174 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
         return crate::reassign_progress::run(&c, a.watch).await;
     }
     if a.list {
-        let l = running(&c).await?;
-        if l.reassignments.is_empty() {
-            println!("No partition reassignments found.");
-        } else {
-            println!("Current partition reassignments:");
-            for r in &l.reassignments {
-                println!(
-                    "{}-{}: replicas: {}. adding: {}. removing: {}.",
-                    r.topic,
-                    r.partition,
-                    ids(&r.replicas),
-                    ids(&r.adding),
-                    ids(&r.removing)
-                );
-            }
-        }
-        if l.cancel_in_progress {
-            println!("A cancel-all is in force: new reassignments are refused until --remove-cancel.");
-        }
-        return Ok(());
+        return list(&c).await;
     }
     if a.cancel_all {
-        let r = c
-            .admin_call(|mut x| async move { x.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
-            .await?;
-        if r.error_code != 0 {
-            println!("Some reassignments could not be cancelled: {}", r.error_message);
-        }
-        let n = r.cancelled.len();
-        println!(
-            "Successfully cancelled all partition reassignments ({n} partition{}).",
-            plural(n)
-        );
-        println!("New reassignments are refused until --remove-cancel.");
-        return Ok(());
+        return cancel_all(&c).await;
     }
     if a.remove_cancel {
-        let r = c
-            .admin_call(|mut x| async move { x.remove_cancel(RemoveCancelRequest {}).await })
-            .await?;
-        println!(
-            "{}",
-            if r.removed {
-                "Removed the cancel-all marker; reassignments may be submitted again."
-            } else {
-                "No cancel-all marker was present."
-            }
-        );
-        return Ok(());
+        return remove_cancel(&c).await;
     }
     if a.generate {
         return generate(&c, &a).await;
     }
     let f = read_file(&a)?;
     if a.execute {
-        // As Kafka's tool does, everything checked here fails before the rollback file is printed.
-        if !a.additional && !running(&c).await?.reassignments.is_empty() {
-            println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
-            return Err(ExitCode(1).into());
-        }
-        let rollback = rollback_or_missing(&current(&c, &f).await?).map_err(anyhow::Error::msg)?;
-        println!("Current partition replica assignment\n");
-        println!("{}\n", assignment_json(&rollback)?);
-        println!("Save this to use as the --reassignment-json-file option during rollback");
-        // The dir-move throttle goes on first, so that no move starts unthrottled.
-        set_dir_move_throttle(&c, &f, a.replica_alter_log_dirs_throttle).await?;
-        let req = AlterPartitionReassignmentsRequest {
-            partitions: f
-                .partitions
-                .iter()
-                .map(|e| ReassignmentTarget {
-                    topic: e.topic.clone(),
-                    partition: e.partition,
-                    replicas: Some(Replicas {
-                        brokers: e.replicas.clone(),
-                    }),
-                    log_dirs: e.log_dirs.clone().unwrap_or_default(),
-                })
-                .collect(),
-            throttle_rate: a.throttle,
-            validate_only: false,
-        };
-        let r = alter(&c, req).await?;
-        if r.error_code != 0 {
-            return Err(print_errors(&r));
-        }
-        if let Some(t) = a.throttle {
-            println!("The inter-broker throttle limit was set to {t} B/s. It belongs to this reassignment and is removed when it ends; no --verify is needed.");
-        }
-        let names: Vec<String> = f
-            .partitions
-            .iter()
-            .map(|e| format!("{}-{}", e.topic, e.partition))
-            .collect();
-        println!(
-            "Successfully started partition reassignment{} for {}",
-            plural(names.len()),
-            names.join(",")
-        );
-        let moves: Vec<String> = named_dirs(&f)
-            .iter()
-            .map(|(b, topic, p, _)| format!("{topic}-{p}-{b}"))
-            .collect();
-        if !moves.is_empty() {
-            println!(
-                "Successfully started log directory move{} for: {}",
-                plural(moves.len()),
-                moves.join(",")
-            );
-        }
-        return Ok(());
+        return execute(&c, &a, &f).await;
     }
     let l = running(&c).await?;
     let moving: BTreeSet<(String, u32)> = l.reassignments.iter().map(|r| (r.topic.clone(), r.partition)).collect();
     if a.verify {
-        println!("Status of partition reassignment:");
-        for (e, replicas) in current(&c, &f).await? {
-            let replicas = replicas.unwrap_or_default();
-            let name = format!("{}-{}", e.topic, e.partition);
-            if moving.contains(&(e.topic.clone(), e.partition)) {
-                println!("Reassignment of partition {name} is still in progress.");
-            } else if replicas == e.replicas {
-                println!("Reassignment of partition {name} is completed.");
-            } else {
-                println!(
-                    "There is no active reassignment of partition {name}, but replica set is {} rather than {}.",
-                    ids(&replicas),
-                    ids(&e.replicas)
-                );
-            }
-        }
-        verify_dir_moves(&c, &f).await?;
-        return Ok(());
+        return verify(&c, &f, &moving).await;
     }
-    // --cancel
+    cancel(&c, &f, &moving).await
+}
+
+/// `--list`: the running reassignments, and whether a cancel-all is in force.
+async fn list(c: &ClusterClient) -> anyhow::Result<()> {
+    let l = running(c).await?;
+    if l.reassignments.is_empty() {
+        println!("No partition reassignments found.");
+    } else {
+        println!("Current partition reassignments:");
+        for r in &l.reassignments {
+            println!(
+                "{}-{}: replicas: {}. adding: {}. removing: {}.",
+                r.topic,
+                r.partition,
+                ids(&r.replicas),
+                ids(&r.adding),
+                ids(&r.removing)
+            );
+        }
+    }
+    if l.cancel_in_progress {
+        println!("A cancel-all is in force: new reassignments are refused until --remove-cancel.");
+    }
+    Ok(())
+}
+
+/// `--cancel-all`: cancels every running reassignment and refuses new ones.
+async fn cancel_all(c: &ClusterClient) -> anyhow::Result<()> {
+    let r = c
+        .admin_call(|mut x| async move { x.cancel_all_reassignments(CancelAllReassignmentsRequest {}).await })
+        .await?;
+    if r.error_code != 0 {
+        println!("Some reassignments could not be cancelled: {}", r.error_message);
+    }
+    let n = r.cancelled.len();
+    println!(
+        "Successfully cancelled all partition reassignments ({n} partition{}).",
+        plural(n)
+    );
+    println!("New reassignments are refused until --remove-cancel.");
+    Ok(())
+}
+
+/// `--remove-cancel`: removes the cancel-all marker.
+async fn remove_cancel(c: &ClusterClient) -> anyhow::Result<()> {
+    let r = c
+        .admin_call(|mut x| async move { x.remove_cancel(RemoveCancelRequest {}).await })
+        .await?;
+    println!(
+        "{}",
+        if r.removed {
+            "Removed the cancel-all marker; reassignments may be submitted again."
+        } else {
+            "No cancel-all marker was present."
+        }
+    );
+    Ok(())
+}
+
+/// `--execute`: prints the rollback file, then starts the file's reassignment.
+async fn execute(c: &ClusterClient, a: &ReassignArgs, f: &ReassignmentFile) -> anyhow::Result<()> {
+    // As Kafka's tool does, everything checked here fails before the rollback file is printed.
+    if !a.additional && !running(c).await?.reassignments.is_empty() {
+        println!("Cannot execute because there is an existing partition assignment.  Use --additional to override this and create a new partition assignment in addition to the existing one.");
+        return Err(ExitCode(1).into());
+    }
+    let rollback = rollback_or_missing(&current(c, f).await?).map_err(anyhow::Error::msg)?;
+    println!("Current partition replica assignment\n");
+    println!("{}\n", assignment_json(&rollback)?);
+    println!("Save this to use as the --reassignment-json-file option during rollback");
+    // The dir-move throttle goes on first, so that no move starts unthrottled.
+    set_dir_move_throttle(c, f, a.replica_alter_log_dirs_throttle).await?;
+    let req = AlterPartitionReassignmentsRequest {
+        partitions: f
+            .partitions
+            .iter()
+            .map(|e| ReassignmentTarget {
+                topic: e.topic.clone(),
+                partition: e.partition,
+                replicas: Some(Replicas {
+                    brokers: e.replicas.clone(),
+                }),
+                log_dirs: e.log_dirs.clone().unwrap_or_default(),
+            })
+            .collect(),
+        throttle_rate: a.throttle,
+        validate_only: false,
+    };
+    let r = alter(c, req).await?;
+    if r.error_code != 0 {
+        return Err(print_errors(&r));
+    }
+    if let Some(t) = a.throttle {
+        println!("The inter-broker throttle limit was set to {t} B/s. It belongs to this reassignment and is removed when it ends; no --verify is needed.");
+    }
+    print_started(f);
+    Ok(())
+}
+
+/// The partitions and log dir moves `--execute` started.
+fn print_started(f: &ReassignmentFile) {
+    let names: Vec<String> = f
+        .partitions
+        .iter()
+        .map(|e| format!("{}-{}", e.topic, e.partition))
+        .collect();
+    println!(
+        "Successfully started partition reassignment{} for {}",
+        plural(names.len()),
+        names.join(",")
+    );
+    let moves: Vec<String> = named_dirs(f)
+        .iter()
+        .map(|(b, topic, p, _)| format!("{topic}-{p}-{b}"))
+        .collect();
+    if !moves.is_empty() {
+        println!(
+            "Successfully started log directory move{} for: {}",
+            plural(moves.len()),
+            moves.join(",")
+        );
+    }
+}
+
+/// `--verify`: each file partition's status, then its log dir moves'.
+async fn verify(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(String, u32)>) -> anyhow::Result<()> {
+    println!("Status of partition reassignment:");
+    for (e, replicas) in current(c, f).await? {
+        let replicas = replicas.unwrap_or_default();
+        let name = format!("{}-{}", e.topic, e.partition);
+        if moving.contains(&(e.topic.clone(), e.partition)) {
+            println!("Reassignment of partition {name} is still in progress.");
+        } else if replicas == e.replicas {
+            println!("Reassignment of partition {name} is completed.");
+        } else {
+            println!(
+                "There is no active reassignment of partition {name}, but replica set is {} rather than {}.",
+                ids(&replicas),
+                ids(&e.replicas)
+            );
+        }
+    }
+    verify_dir_moves(c, f).await
+}
+
+/// `--cancel`: cancels the file's partitions that are moving.
+async fn cancel(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(String, u32)>) -> anyhow::Result<()> {
     let active: Vec<&FileEntry> = f
         .partitions
         .iter()
@@ -377,7 +410,7 @@ pub async fn run(a: ReassignArgs) -> anyhow::Result<()> {
         throttle_rate: None,
         validate_only: false,
     };
-    let r = alter(&c, req).await?;
+    let r = alter(c, req).await?;
     if r.error_code != 0 {
         return Err(print_errors(&r));
     }

@@ -96,6 +96,7 @@ pub fn parse_file(text: &str) -> anyhow::Result<ReassignmentFile> {
     Ok(f)
 }
 
+/// The file a flag names, refused if the flag is missing or the file is over the size cap.
 pub fn read_text(path: Option<&std::path::PathBuf>, flag: &str) -> anyhow::Result<String> {
     let Some(path) = path else {
         bail!("{flag} is required for this action");

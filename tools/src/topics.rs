@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use anyhow::bail;
+use broker::ClusterClient;
 use clap::{ArgGroup, Args};
 use proto::ferry::*;
 
@@ -96,130 +97,160 @@ fn ids(v: &[i32]) -> String {
     v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// The `--topic` the action needs.
+fn topic(a: &TopicsArgs) -> anyhow::Result<String> {
+    a.topic
+        .clone()
+        .ok_or_else(|| fail("--topic is required for this action"))
+}
+
 /// Runs the command.
 pub async fn run(a: TopicsArgs) -> anyhow::Result<()> {
     let cluster = a.bootstrap.cluster()?;
-    let topic = || {
-        a.topic
-            .clone()
-            .ok_or_else(|| fail("--topic is required for this action"))
-    };
     if a.create {
-        let assignment = a.replica_assignment.as_deref().map(parse_assignment).transpose()?;
-        let name = topic()?;
-        let t = NewTopic {
-            topic: name.clone(),
-            partitions: if assignment.is_some() {
-                -1
-            } else {
-                a.partitions.unwrap_or(1)
-            },
-            replication_factor: if assignment.is_some() {
-                -1
-            } else {
-                a.replication_factor.unwrap_or(1)
-            },
-            assignment: assignment.unwrap_or_default(),
-            config: parse_configs(&a.configs)?,
-        };
-        let req = CreateTopicsRequest {
-            topics: vec![t],
-            validate_only: a.validate_only,
-        };
-        let r = cluster
-            .admin_call(|mut c| {
-                let req = req.clone();
-                async move { c.create_topics(req).await }
-            })
-            .await?;
-        check(r.error_code, &r.error_message, &r.results)?;
-        println!("Created topic {name}.");
+        create(&cluster, &a).await
     } else if a.delete {
-        let name = topic()?;
-        let req = DeleteTopicsRequest {
-            topics: vec![name.clone()],
-        };
-        let r = cluster
-            .admin_call(|mut c| {
-                let req = req.clone();
-                async move { c.delete_topics(req).await }
-            })
-            .await?;
-        check(r.error_code, &r.error_message, &r.results)?;
-        println!("Deleted topic {name}.");
+        delete(&cluster, &a).await
     } else if a.alter {
-        let name = topic()?;
-        let Some(count) = a.partitions else {
-            return Err(fail("--alter needs --partitions"));
-        };
-        let assignment = a.replica_assignment.as_deref().map(parse_assignment).transpose()?;
-        let req = CreatePartitionsRequest {
-            topics: vec![PartitionCount {
-                topic: name.clone(),
-                count,
-                assignment: assignment.unwrap_or_default(),
-            }],
-            validate_only: a.validate_only,
-        };
-        let r = cluster
-            .admin_call(|mut c| {
-                let req = req.clone();
-                async move { c.create_partitions(req).await }
-            })
-            .await?;
-        check(r.error_code, &r.error_message, &r.results)?;
-        println!("Altered topic {name}: {count} partitions.");
+        alter(&cluster, &a).await
     } else {
-        let req = DescribeTopicsRequest {
-            topics: a.topic.iter().cloned().collect(),
-        };
-        let r = cluster
-            .admin_call(|mut c| {
-                let req = req.clone();
-                async move { c.describe_topics(req).await }
-            })
-            .await?;
-        if r.error_code != 0 {
-            return Err(fail(&r.error_message));
-        }
-        if let Some(t) = r.topics.iter().find(|t| t.error_code != 0) {
-            return Err(fail(&t.error_message));
-        }
-        for t in &r.topics {
-            if a.list {
-                println!("{}", t.topic);
-                continue;
-            }
-            let rf = t
-                .partitions
-                .first()
-                .and_then(|p| p.state.as_ref())
-                .map_or(0, |s| s.replicas.len());
-            let mut configs: Vec<String> = t.config.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            configs.sort();
-            println!(
-                "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {rf}\tConfigs: {}",
-                t.topic,
-                t.topic_id,
-                t.partitions.len(),
-                configs.join(",")
-            );
-            for p in &t.partitions {
-                let s = p.state.clone().unwrap_or_default();
-                let leader = if s.leader < 0 {
-                    "none".to_string()
-                } else {
-                    s.leader.to_string()
-                };
-                println!(
-                    "\tTopic: {}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}",
-                    t.topic,
-                    p.partition,
-                    ids(&s.replicas),
-                    ids(&s.isr)
-                );
-            }
+        describe(&cluster, &a).await
+    }
+}
+
+/// `--create`: one topic, by count and replication factor or by explicit replicas.
+async fn create(cluster: &ClusterClient, a: &TopicsArgs) -> anyhow::Result<()> {
+    let assignment = a.replica_assignment.as_deref().map(parse_assignment).transpose()?;
+    let name = topic(a)?;
+    let t = NewTopic {
+        topic: name.clone(),
+        partitions: if assignment.is_some() {
+            -1
+        } else {
+            a.partitions.unwrap_or(1)
+        },
+        replication_factor: if assignment.is_some() {
+            -1
+        } else {
+            a.replication_factor.unwrap_or(1)
+        },
+        assignment: assignment.unwrap_or_default(),
+        config: parse_configs(&a.configs)?,
+    };
+    let req = CreateTopicsRequest {
+        topics: vec![t],
+        validate_only: a.validate_only,
+    };
+    let r = cluster
+        .admin_call(|mut c| {
+            let req = req.clone();
+            async move { c.create_topics(req).await }
+        })
+        .await?;
+    check(r.error_code, &r.error_message, &r.results)?;
+    println!("Created topic {name}.");
+    Ok(())
+}
+
+/// `--delete`: one topic.
+async fn delete(cluster: &ClusterClient, a: &TopicsArgs) -> anyhow::Result<()> {
+    let name = topic(a)?;
+    let req = DeleteTopicsRequest {
+        topics: vec![name.clone()],
+    };
+    let r = cluster
+        .admin_call(|mut c| {
+            let req = req.clone();
+            async move { c.delete_topics(req).await }
+        })
+        .await?;
+    check(r.error_code, &r.error_message, &r.results)?;
+    println!("Deleted topic {name}.");
+    Ok(())
+}
+
+/// `--alter`: raises one topic's partition count.
+async fn alter(cluster: &ClusterClient, a: &TopicsArgs) -> anyhow::Result<()> {
+    let name = topic(a)?;
+    let Some(count) = a.partitions else {
+        return Err(fail("--alter needs --partitions"));
+    };
+    let assignment = a.replica_assignment.as_deref().map(parse_assignment).transpose()?;
+    let req = CreatePartitionsRequest {
+        topics: vec![PartitionCount {
+            topic: name.clone(),
+            count,
+            assignment: assignment.unwrap_or_default(),
+        }],
+        validate_only: a.validate_only,
+    };
+    let r = cluster
+        .admin_call(|mut c| {
+            let req = req.clone();
+            async move { c.create_partitions(req).await }
+        })
+        .await?;
+    check(r.error_code, &r.error_message, &r.results)?;
+    println!("Altered topic {name}: {count} partitions.");
+    Ok(())
+}
+
+/// `--describe` and `--list`: the topic (or all), described or only named.
+async fn describe(cluster: &ClusterClient, a: &TopicsArgs) -> anyhow::Result<()> {
+    let req = DescribeTopicsRequest {
+        topics: a.topic.iter().cloned().collect(),
+    };
+    let r = cluster
+        .admin_call(|mut c| {
+            let req = req.clone();
+            async move { c.describe_topics(req).await }
+        })
+        .await?;
+    if r.error_code != 0 {
+        return Err(fail(&r.error_message));
+    }
+    if let Some(t) = r.topics.iter().find(|t| t.error_code != 0) {
+        return Err(fail(&t.error_message));
+    }
+    for t in &r.topics {
+        if a.list {
+            println!("{}", t.topic);
+        } else {
+            print_topic(t);
         }
     }
     Ok(())
+}
+
+/// kafka-topics.sh's description of one topic: a summary line, then one line per partition.
+fn print_topic(t: &TopicDescription) {
+    let rf = t
+        .partitions
+        .first()
+        .and_then(|p| p.state.as_ref())
+        .map_or(0, |s| s.replicas.len());
+    let mut configs: Vec<String> = t.config.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    configs.sort();
+    println!(
+        "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {rf}\tConfigs: {}",
+        t.topic,
+        t.topic_id,
+        t.partitions.len(),
+        configs.join(",")
+    );
+    for p in &t.partitions {
+        let s = p.state.clone().unwrap_or_default();
+        let leader = if s.leader < 0 {
+            "none".to_string()
+        } else {
+            s.leader.to_string()
+        };
+        println!(
+            "\tTopic: {}\tPartition: {}\tLeader: {leader}\tReplicas: {}\tIsr: {}",
+            t.topic,
+            p.partition,
+            ids(&s.replicas),
+            ids(&s.isr)
+        );
+    }
 }

@@ -117,8 +117,17 @@ async fn main() -> anyhow::Result<()> {
     }
     let dirs: Vec<PathBuf> = dirs.iter().map(|d| d.canonicalize()).collect::<Result<_, _>>()?;
 
+    unthrottled(&a, &dirs).await?;
+    throttled(&a, &dirs).await?;
+    std::fs::remove_dir_all(&a.work_dir)?;
+    Ok(())
+}
+
+/// Rounds of one partition moved between the dirs, each against `cp -r` (with and without a
+/// sync); prints each round and the median ratios, then removes the work dir.
+async fn unthrottled(a: &Args, dirs: &[PathBuf]) -> anyhow::Result<()> {
     let size = preload(&dirs[0], a.size_mib << 20)?;
-    let core = Arc::new(BrokerCore::open(1, dirs.clone(), config())?);
+    let core = Arc::new(BrokerCore::open(1, dirs.to_vec(), config())?);
     println!(
         "unthrottled: a {:.0} MiB partition between two dirs",
         size as f64 / (1 << 20) as f64
@@ -137,11 +146,11 @@ async fn main() -> anyhow::Result<()> {
             (c, cs) = cp(&from, &dirs[1 - at])?;
             sync()?;
             m = move_to(&core, &dirs[1 - at]).await?;
-            settle(&dirs).await;
+            settle(dirs).await;
         } else {
             sync()?;
             m = move_to(&core, &dirs[1 - at]).await?;
-            settle(&dirs).await;
+            settle(dirs).await;
             sync()?;
             (c, cs) = cp(&dirs[1 - at].join("t-0"), &dirs[at])?;
         }
@@ -167,16 +176,21 @@ async fn main() -> anyhow::Result<()> {
     drop(core);
     std::fs::remove_dir_all(&a.work_dir)?;
 
+    Ok(())
+}
+
+/// One move per throttle, sized to take about `--throttled-seconds`; prints the rate achieved.
+async fn throttled(a: &Args, dirs: &[PathBuf]) -> anyhow::Result<()> {
     println!("throttled: each move sized to take about {} s", a.throttled_seconds);
     println!("throttle MB/s  moved MB  took s  achieved MB/s  achieved/throttle");
     for rate_mb in &a.throttles_mb {
         let _ = std::fs::remove_dir_all(&a.work_dir);
-        for d in &dirs {
+        for d in dirs {
             std::fs::create_dir_all(d)?;
         }
         let rate = rate_mb * 1_000_000;
         let size = preload(&dirs[0], rate * a.throttled_seconds)?;
-        let core = Arc::new(BrokerCore::open(1, dirs.clone(), config())?);
+        let core = Arc::new(BrokerCore::open(1, dirs.to_vec(), config())?);
         core.dynamic_config
             .write()
             .insert(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string());
@@ -189,6 +203,5 @@ async fn main() -> anyhow::Result<()> {
         );
         drop(core);
     }
-    std::fs::remove_dir_all(&a.work_dir)?;
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! old leader is back it watches for `--settle-ms` whether the Raft term moves (a deposed leader
 //! disrupting the new one). Prints a table and JSON lines.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -192,6 +192,31 @@ where
         .map(|(ms, _)| ms)
 }
 
+/// The first leader other than `old_leader` that a survivor reports, and the ms since `t0`
+/// it took; none by `until`.
+async fn new_leader(
+    c: &Client,
+    survivors: &[usize],
+    old_leader: u64,
+    t0: Instant,
+    until: Instant,
+    poll: Duration,
+    t: Duration,
+) -> Option<(u64, f64)> {
+    while Instant::now() < until {
+        let views = futures::future::join_all(survivors.iter().map(|i| status(c, *i, t))).await;
+        if let Some((l, _, _)) = views
+            .into_iter()
+            .flatten()
+            .find(|(l, _, _)| *l != 0 && *l != old_leader)
+        {
+            return Some((l, t0.elapsed().as_secs_f64() * 1e3));
+        }
+        tokio::time::sleep(poll).await;
+    }
+    None
+}
+
 async fn measure(
     nodes: &Arc<Mutex<Vec<Node>>>,
     c: &Client,
@@ -214,20 +239,7 @@ async fn measure(
     }
     let until = t0 + Duration::from_millis(a.max_wait_ms);
     let poll = Duration::from_millis(a.poll_ms);
-    let leader = async {
-        while Instant::now() < until {
-            let views = futures::future::join_all(survivors.iter().map(|i| status(c, *i, t))).await;
-            if let Some((l, _, _)) = views
-                .into_iter()
-                .flatten()
-                .find(|(l, _, _)| *l != 0 && *l != old_leader)
-            {
-                return Some((l, t0.elapsed().as_secs_f64() * 1e3));
-            }
-            tokio::time::sleep(poll).await;
-        }
-        None
-    };
+    let leader = new_leader(c, &survivors, old_leader, t0, until, poll, t);
     let read = first_success(&survivors, t0, until, t, |i| async move {
         let req = pb::GetRequest {
             key: "/failover-bench/k".into(),
@@ -342,6 +354,56 @@ fn print_results(samples: &[Sample], term_start: u64, term_end: u64) {
     println!("raft term: {term_start} at start, {term_end} at end");
 }
 
+/// Starts one quorum node per address, each with its data dir and log under `dir`.
+fn spawn_nodes(a: &Args, dir: &Path, ferry: &PathBuf, addrs: &[String], peers: &str) -> anyhow::Result<Vec<Node>> {
+    let mut nodes = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let id = i as u64 + 1;
+        let mut args: Vec<String> = ["node", "--roles", "quorum", "--id", &id.to_string(), "--listen", addr]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["--peers".into(), peers.to_string(), "--data-dir".into()]);
+        args.push(dir.join(format!("n{id}")).display().to_string());
+        args.extend(a.node_arg.iter().cloned());
+        let mut node = Node {
+            id,
+            addr: addr.clone(),
+            args,
+            log: dir.join(format!("node{id}.log")),
+            child: None,
+        };
+        node.spawn(ferry)?;
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// One sample: a line on stderr and a JSON line on stdout.
+fn print_sample(fault: Fault, i: usize, s: &Sample) {
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
+    eprintln!(
+        "{} {}: leader {} -> {:?}: new leader {} ms, read {} ms, write {} ms; term {} -> {} -> {}",
+        fault.name(),
+        i + 1,
+        s.old_leader,
+        s.new_leader,
+        ms(s.leader_ms),
+        ms(s.read_ms),
+        ms(s.write_ms),
+        s.term_before,
+        s.term_after_fault,
+        s.term_after_return
+    );
+    println!(
+        "{}",
+        serde_json::json!({"workload": "failover", "fault": fault.name(), "i": i + 1,
+            "old_leader": s.old_leader, "new_leader": s.new_leader, "new_leader_ms": s.leader_ms,
+            "first_read_ms": s.read_ms, "first_write_ms": s.write_ms, "term_before": s.term_before,
+            "term_after_fault": s.term_after_fault, "term_after_return": s.term_after_return})
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let a = Args::parse();
@@ -364,26 +426,7 @@ async fn main() -> anyhow::Result<()> {
         .map(|(i, a)| format!("{}={a}", i + 1))
         .collect::<Vec<_>>()
         .join(",");
-    let mut nodes = Vec::new();
-    for (i, addr) in addrs.iter().enumerate() {
-        let id = i as u64 + 1;
-        let mut args: Vec<String> = ["node", "--roles", "quorum", "--id", &id.to_string(), "--listen", addr]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        args.extend(["--peers".into(), peers.clone(), "--data-dir".into()]);
-        args.push(dir.join(format!("n{id}")).display().to_string());
-        args.extend(a.node_arg.iter().cloned());
-        let mut node = Node {
-            id,
-            addr: addr.clone(),
-            args,
-            log: dir.join(format!("node{id}.log")),
-            child: None,
-        };
-        node.spawn(&ferry)?;
-        nodes.push(node);
-    }
+    let nodes = spawn_nodes(&a, &dir, &ferry, &addrs, &peers)?;
     eprintln!(
         "3 nodes at {} (logs in {}), node args: {:?}",
         nodes
@@ -405,27 +448,7 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
             let s = measure(&nodes, &c, fault, &a, &ferry).await?;
-            let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-            eprintln!(
-                "{} {}: leader {} -> {:?}: new leader {} ms, read {} ms, write {} ms; term {} -> {} -> {}",
-                fault.name(),
-                i + 1,
-                s.old_leader,
-                s.new_leader,
-                ms(s.leader_ms),
-                ms(s.read_ms),
-                ms(s.write_ms),
-                s.term_before,
-                s.term_after_fault,
-                s.term_after_return
-            );
-            println!(
-                "{}",
-                serde_json::json!({"workload": "failover", "fault": fault.name(), "i": i + 1,
-                    "old_leader": s.old_leader, "new_leader": s.new_leader, "new_leader_ms": s.leader_ms,
-                    "first_read_ms": s.read_ms, "first_write_ms": s.write_ms, "term_before": s.term_before,
-                    "term_after_fault": s.term_after_fault, "term_after_return": s.term_after_return})
-            );
+            print_sample(fault, i, &s);
             samples.push(s);
         }
     }

@@ -102,6 +102,42 @@ fn peak_rss_mib(pid: u32) -> Option<f64> {
     rss_mib(pid, "VmHWM:")
 }
 
+/// Prints one refused request: a table row and a JSON line, with the servers' peak memory.
+fn report_refusal(pids: &[u32], what: &str, refusal: String) {
+    let peaks: Vec<String> = pids
+        .iter()
+        .filter_map(|p| peak_rss_mib(*p))
+        .map(|v| format!("{v:.0}"))
+        .collect();
+    println!(
+        "{what:<51} {:<31} {}",
+        refusal.chars().take(31).collect::<String>(),
+        peaks.join(",")
+    );
+    println!(
+        "{}",
+        serde_json::json!({"workload": "over_limit", "request": what, "refusal": refusal, "peak_rss_mib": peaks})
+    );
+}
+
+/// Creates one topic; the first topic error, if it was refused.
+async fn create_refusal(c: &ClusterClient, topic: NewTopic) -> anyhow::Result<Option<String>> {
+    let req = CreateTopicsRequest {
+        topics: vec![topic],
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.create_topics(req).await }
+        })
+        .await?;
+    Ok(r.results
+        .iter()
+        .find(|r| r.error_code != 0)
+        .map(|r| r.error_message.clone()))
+}
+
 /// Requests just over each default limit; every one must be refused, naming its limit.
 async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> anyhow::Result<()> {
     let limits = controller::limits::RequestLimits::default();
@@ -111,69 +147,36 @@ async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> a
     println!(
         "request                                             refused_with                    peak_rss_mib_per_node"
     );
-    let report = |what: &str, refusal: String| {
-        let peaks: Vec<String> = pids
-            .iter()
-            .filter_map(|p| peak_rss_mib(*p))
-            .map(|v| format!("{v:.0}"))
-            .collect();
-        println!(
-            "{what:<51} {:<31} {}",
-            refusal.chars().take(31).collect::<String>(),
-            peaks.join(",")
-        );
-        println!(
-            "{}",
-            serde_json::json!({"workload": "over_limit", "request": what, "refusal": refusal, "peak_rss_mib": peaks})
-        );
-    };
-    let create = |topic: NewTopic| CreateTopicsRequest {
-        topics: vec![topic],
-        validate_only: false,
-    };
-    let refused_create = |r: CreateTopicsResponse| {
-        r.results
-            .iter()
-            .find(|r| r.error_code != 0)
-            .map(|r| r.error_message.clone())
-    };
     // A count: the work it asks for is 2^31 records from a request of a few bytes.
-    let req = create(NewTopic {
+    let count = NewTopic {
         topic: "over-count".into(),
         partitions: i32::MAX,
         replication_factor: 3,
         ..Default::default()
-    });
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.create_topics(req).await }
-        })
-        .await?;
-    let refusal = refused_create(r).context("a topic of 2^31 - 1 partitions was created")?;
-    report("CreateTopics partitions=2147483647 rf=3", refusal);
+    };
+    let refusal = create_refusal(c, count)
+        .await?
+        .context("a topic of 2^31 - 1 partitions was created")?;
+    report_refusal(pids, "CreateTopics partitions=2147483647 rf=3", refusal);
     // An explicit assignment one partition over the topic limit.
-    let req = create(NewTopic {
+    let assignment = NewTopic {
         topic: "over-assignment".into(),
         partitions: -1,
         replication_factor: -1,
         assignment: (0..over_topic).map(|_| Replicas { brokers: vec![1, 2, 3] }).collect(),
         ..Default::default()
-    });
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.create_topics(req).await }
-        })
-        .await?;
-    let refusal = refused_create(r).context("an over-limit assignment was created")?;
-    report(&format!("CreateTopics assignment of {over_topic} x 3"), refusal);
+    };
+    let refusal = create_refusal(c, assignment)
+        .await?
+        .context("an over-limit assignment was created")?;
+    report_refusal(pids, &format!("CreateTopics assignment of {over_topic} x 3"), refusal);
     // A reassignment one partition over the request limit.
     let r = reassign(c, "over-move", over_request, Some(vec![1, 2, 3])).await?;
     if r.error_code == 0 {
         bail!("a reassignment of {over_request} partitions was accepted");
     }
-    report(
+    report_refusal(
+        pids,
         &format!("AlterPartitionReassignments of {over_request}"),
         r.error_message,
     );
@@ -181,7 +184,7 @@ async fn over_limit(c: &ClusterClient, m: &metastore::Client, pids: &[u32]) -> a
     let big = limits.max_request_bytes + (1 << 20);
     match m.put("/over-limit", vec![0u8; big]).await {
         Ok(_) => bail!("a put of {big} bytes was accepted"),
-        Err(e) => report(&format!("Put of {} MiB", big >> 20), e.to_string()),
+        Err(e) => report_refusal(pids, &format!("Put of {} MiB", big >> 20), e.to_string()),
     }
     println!(
         "resident before: {} MiB",
@@ -300,101 +303,128 @@ async fn main() -> anyhow::Result<()> {
         return unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await;
     }
     println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib  term_start  term_end");
-    for n in a.partitions {
-        let term_start = m.highest_term().await.unwrap_or(0);
-        let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
-        let t = Instant::now();
-        let req = CreateTopicsRequest {
-            topics: vec![NewTopic {
-                topic: topic.clone(),
-                partitions: -1,
-                replication_factor: -1,
-                assignment: (0..n).map(|_| Replicas { brokers: vec![1] }).collect(),
-                config: Default::default(),
-            }],
-            validate_only: false,
-        };
-        let r = c
-            .admin_call(|mut a| {
-                let req = req.clone();
-                async move { a.create_topics(req).await }
-            })
-            .await
-            .context("creating the topic")?;
-        if let Some(e) = r.results.iter().find(|r| r.error_code != 0) {
-            bail!("create refused: {}", e.error_message);
-        }
-        let create_s = t.elapsed().as_secs_f64();
-        if a.fake_brokers.is_empty() {
-            // The move starts from a topic whose replicas all exist, as it would in production:
-            // otherwise the first broker's creating them is timed as part of the move.
-            wait_hosted(&c, &topic, 1, n, a.timeout_s).await?;
-            eprintln!(
-                "{n} partitions: every replica of the new topic exists after {:.2} s",
-                t.elapsed().as_secs_f64()
-            );
-        }
-
-        let t = Instant::now();
-        alter(&c, &topic, n, Some(2)).await?;
-        let submit_s = t.elapsed().as_secs_f64();
-        let mut complete_s = f64::NAN;
-        let mut exist_s = f64::NAN;
-        let mut cancel_busy_s = f64::NAN;
-        if !a.no_complete {
-            let deadline = Instant::now() + Duration::from_secs(a.timeout_s);
-            loop {
-                // A replica joins the ISR only after it exists, so completion bounds existence.
-                // Read after the answer arrives: an upper bound by one DescribeLogDirs call. A
-                // failed call only means asking again.
-                if exist_s.is_nan() && hosted(&c, &topic, 2).await.unwrap_or(0) >= n as usize {
-                    exist_s = t.elapsed().as_secs_f64();
-                    eprintln!("{n} partitions: every adding replica exists after {exist_s:.2} s");
-                }
-                if pending(&c).await? == 0 {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!("moves still pending after {} s", a.timeout_s);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            complete_s = t.elapsed().as_secs_f64();
-            if exist_s.is_nan() {
-                exist_s = complete_s;
-            }
-            // Pending moves to a broker for cancel-all to roll back. First cancelled at once,
-            // while the brokers start creating the adding replicas; then submitted again and
-            // cancelled once those replicas exist (a move under way).
-            alter(&c, &topic, n, Some(3)).await?;
-            cancel_busy_s = cancel_all(&c).await?.0;
-            alter(&c, &topic, n, Some(3)).await?;
-            wait_hosted(&c, &topic, 3, n, a.timeout_s).await?;
-        }
-        let (cancel_s, cancelled) = cancel_all(&c).await?;
-        let peak = a
-            .server_pids
-            .iter()
-            .filter_map(|p| peak_rss_mib(*p))
-            .fold(0.0f64, f64::max);
-        // A term that moved means the requests caused elections.
-        let term_end = m.highest_term().await.unwrap_or(0);
-        println!(
-            "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}  {term_start:>10}  {term_end:>8}"
-        );
-        println!(
-            "{}",
-            serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
-                "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak,
-                "raft_term_start": term_start, "raft_term_end": term_end})
-        );
-        let del = DeleteTopicsRequest { topics: vec![topic] };
-        c.admin_call(|mut a| {
-            let req = del.clone();
-            async move { a.delete_topics(req).await }
-        })
-        .await?;
+    for &n in &a.partitions {
+        measure(&a, &c, &m, n).await?;
     }
     unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
+    Ok(())
+}
+
+/// Creates a topic of `n` partitions on broker 1, with one replica each.
+async fn create_topic(c: &ClusterClient, topic: &str, n: u32) -> anyhow::Result<()> {
+    let req = CreateTopicsRequest {
+        topics: vec![NewTopic {
+            topic: topic.to_string(),
+            partitions: -1,
+            replication_factor: -1,
+            assignment: (0..n).map(|_| Replicas { brokers: vec![1] }).collect(),
+            config: Default::default(),
+        }],
+        validate_only: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.create_topics(req).await }
+        })
+        .await
+        .context("creating the topic")?;
+    if let Some(e) = r.results.iter().find(|r| r.error_code != 0) {
+        bail!("create refused: {}", e.error_message);
+    }
+    Ok(())
+}
+
+/// Waits for the moves submitted at `t` to broker 2 to complete: the seconds until every adding
+/// replica existed, and until every move completed.
+async fn wait_complete(
+    c: &ClusterClient,
+    topic: &str,
+    n: u32,
+    t: Instant,
+    timeout_s: u64,
+) -> anyhow::Result<(f64, f64)> {
+    let mut exist_s = f64::NAN;
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    loop {
+        // A replica joins the ISR only after it exists, so completion bounds existence.
+        // Read after the answer arrives: an upper bound by one DescribeLogDirs call. A
+        // failed call only means asking again.
+        if exist_s.is_nan() && hosted(c, topic, 2).await.unwrap_or(0) >= n as usize {
+            exist_s = t.elapsed().as_secs_f64();
+            eprintln!("{n} partitions: every adding replica exists after {exist_s:.2} s");
+        }
+        if pending(c).await? == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("moves still pending after {timeout_s} s");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let complete_s = t.elapsed().as_secs_f64();
+    if exist_s.is_nan() {
+        exist_s = complete_s;
+    }
+    Ok((exist_s, complete_s))
+}
+
+/// One size: creates a topic of `n` partitions, moves, cancels, prints a row and a JSON line,
+/// and deletes the topic.
+async fn measure(a: &Args, c: &ClusterClient, m: &metastore::Client, n: u32) -> anyhow::Result<()> {
+    let term_start = m.highest_term().await.unwrap_or(0);
+    let topic = format!("scale-{n}-{}", uuid::Uuid::new_v4().simple());
+    let t = Instant::now();
+    create_topic(c, &topic, n).await?;
+    let create_s = t.elapsed().as_secs_f64();
+    if a.fake_brokers.is_empty() {
+        // The move starts from a topic whose replicas all exist, as it would in production:
+        // otherwise the first broker's creating them is timed as part of the move.
+        wait_hosted(c, &topic, 1, n, a.timeout_s).await?;
+        eprintln!(
+            "{n} partitions: every replica of the new topic exists after {:.2} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+
+    let t = Instant::now();
+    alter(c, &topic, n, Some(2)).await?;
+    let submit_s = t.elapsed().as_secs_f64();
+    let mut complete_s = f64::NAN;
+    let mut exist_s = f64::NAN;
+    let mut cancel_busy_s = f64::NAN;
+    if !a.no_complete {
+        (exist_s, complete_s) = wait_complete(c, &topic, n, t, a.timeout_s).await?;
+        // Pending moves to a broker for cancel-all to roll back. First cancelled at once,
+        // while the brokers start creating the adding replicas; then submitted again and
+        // cancelled once those replicas exist (a move under way).
+        alter(c, &topic, n, Some(3)).await?;
+        cancel_busy_s = cancel_all(c).await?.0;
+        alter(c, &topic, n, Some(3)).await?;
+        wait_hosted(c, &topic, 3, n, a.timeout_s).await?;
+    }
+    let (cancel_s, cancelled) = cancel_all(c).await?;
+    let peak = a
+        .server_pids
+        .iter()
+        .filter_map(|p| peak_rss_mib(*p))
+        .fold(0.0f64, f64::max);
+    // A term that moved means the requests caused elections.
+    let term_end = m.highest_term().await.unwrap_or(0);
+    println!(
+        "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}  {term_start:>10}  {term_end:>8}"
+    );
+    println!(
+        "{}",
+        serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
+            "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak,
+            "raft_term_start": term_start, "raft_term_end": term_end})
+    );
+    let del = DeleteTopicsRequest { topics: vec![topic] };
+    c.admin_call(|mut a| {
+        let req = del.clone();
+        async move { a.delete_topics(req).await }
+    })
+    .await?;
     Ok(())
 }

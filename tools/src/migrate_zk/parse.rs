@@ -340,6 +340,22 @@ pub fn parse(raw: &RawSnapshot) -> Result<ZkCluster, Fatal> {
             None => c.problems.push(invalid(CONTROLLER_EPOCH, "not a number")),
         }
     }
+    parse_brokers(raw, &mut c);
+    for (name, node) in children(raw, TOPICS) {
+        match parse_topic(raw, name, node) {
+            Ok(t) => {
+                c.topics.insert(name.to_string(), t);
+            }
+            Err(e) => c.problems.push(e),
+        }
+    }
+    parse_configs(raw, &mut c);
+    parse_admin(raw, &mut c);
+    Ok(c)
+}
+
+/// The registered brokers, under `/brokers/ids`.
+fn parse_brokers(raw: &RawSnapshot, c: &mut ZkCluster) {
     for (name, node) in children(raw, BROKER_IDS) {
         let path = format!("{BROKER_IDS}/{name}");
         let parsed = name
@@ -365,14 +381,10 @@ pub fn parse(raw: &RawSnapshot) -> Result<ZkCluster, Fatal> {
             Err(e) => c.problems.push(e),
         }
     }
-    for (name, node) in children(raw, TOPICS) {
-        match parse_topic(raw, name, node) {
-            Ok(t) => {
-                c.topics.insert(name.to_string(), t);
-            }
-            Err(e) => c.problems.push(e),
-        }
-    }
+}
+
+/// The topic and broker configs; cluster-wide broker defaults are only noted.
+fn parse_configs(raw: &RawSnapshot, c: &mut ZkCluster) {
     for (name, node) in children(raw, TOPIC_CONFIGS) {
         match json::<ConfigJson>(&format!("{TOPIC_CONFIGS}/{name}"), &node.data) {
             Ok(cfg) => {
@@ -396,6 +408,11 @@ pub fn parse(raw: &RawSnapshot) -> Result<ZkCluster, Fatal> {
             Err(e) => c.problems.push(e),
         }
     }
+}
+
+/// The admin znodes: reassignments (Kafka's and the requests, in sequence order), a cancel-all,
+/// the throttles due for removal and the topics being deleted.
+fn parse_admin(raw: &RawSnapshot, c: &mut ZkCluster) {
     if let Some(n) = raw.get(REASSIGN_PARTITIONS) {
         match parse_reassignment(REASSIGN_PARTITIONS, n) {
             Ok(r) => c.legacy_reassignment = Some(r),
@@ -426,7 +443,6 @@ pub fn parse(raw: &RawSnapshot) -> Result<ZkCluster, Fatal> {
         }
     }
     c.delete_topics = children(raw, DELETE_TOPICS).map(|(n, _)| n.to_string()).collect();
-    Ok(c)
 }
 
 #[cfg(test)]

@@ -1,0 +1,142 @@
+//! The plan's types: the values Ferry stores and the plan that holds them.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+use proto::ferry::{BrokerConfigRecord, ClusterIdRecord, PartitionState, ReassignmentRecord, TopicRecord};
+use proto::keys;
+use serde_json::json;
+
+use crate::migrate_zk::parse::{Invalid, ZkBroker};
+
+/// A value Ferry stores, typed so that a re-run compares decoded values, not bytes (protobuf
+/// maps encode in no fixed order).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `/cluster/id`.
+    ClusterId(ClusterIdRecord),
+    /// `/brokers/topics/<t>`.
+    Topic(TopicRecord),
+    /// `/brokers/topics/<t>/partitions/<p>`.
+    Partition(PartitionState),
+    /// `/admin/reassignments/<t>/<p>`, and the cancel-all marker.
+    Reassignment(ReassignmentRecord),
+    /// `/config/brokers/<id>`.
+    BrokerConfig(BrokerConfigRecord),
+}
+
+impl Value {
+    /// The protobuf encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Value::ClusterId(v) => v.encode_to_vec(),
+            Value::Topic(v) => v.encode_to_vec(),
+            Value::Partition(v) => v.encode_to_vec(),
+            Value::Reassignment(v) => v.encode_to_vec(),
+            Value::BrokerConfig(v) => v.encode_to_vec(),
+        }
+    }
+
+    /// Decodes stored bytes as the same kind of value.
+    pub fn decode_like(&self, bytes: &[u8]) -> Option<Value> {
+        Some(match self {
+            Value::ClusterId(_) => Value::ClusterId(ClusterIdRecord::decode(bytes).ok()?),
+            Value::Topic(_) => Value::Topic(TopicRecord::decode(bytes).ok()?),
+            Value::Partition(_) => Value::Partition(PartitionState::decode(bytes).ok()?),
+            Value::Reassignment(_) => Value::Reassignment(ReassignmentRecord::decode(bytes).ok()?),
+            Value::BrokerConfig(_) => Value::BrokerConfig(BrokerConfigRecord::decode(bytes).ok()?),
+        })
+    }
+
+    /// Whether stored bytes hold this value.
+    pub fn same_as(&self, bytes: &[u8]) -> bool {
+        self.decode_like(bytes).is_some_and(|v| v == *self)
+    }
+
+    /// The value as one line of JSON, for differences.
+    pub fn describe(&self) -> String {
+        let v = match self {
+            Value::ClusterId(c) => json!({"id": c.id}),
+            Value::Topic(t) => json!({"topic_id": t.topic_id, "partitions": t.partitions,
+                "config": sorted(&t.config), "deleting": t.deleting}),
+            Value::Partition(s) => json!({"replicas": s.replicas, "adding_replicas": s.adding,
+                "removing_replicas": s.removing, "leader": s.leader, "leader_epoch": s.leader_epoch,
+                "isr": s.isr, "partition_epoch": s.partition_epoch, "throttle_rate": s.throttle_rate}),
+            Value::Reassignment(r) => json!({"original_replicas": r.original, "replicas": r.target,
+                "throttle_rate": r.throttle_rate, "submitted_ms": r.submitted_ms}),
+            Value::BrokerConfig(b) => json!({"config": sorted(&b.config)}),
+        };
+        v.to_string()
+    }
+}
+
+/// A config map in key order, for stable output.
+pub(super) fn sorted(m: &std::collections::HashMap<String, String>) -> BTreeMap<&String, &String> {
+    m.iter().collect()
+}
+
+/// What an import writes, and what it left out.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The cluster id from ZooKeeper.
+    pub cluster_id: String,
+    /// Kafka's brokers (not written: Ferry brokers register themselves with the same ids).
+    pub brokers: BTreeMap<i32, ZkBroker>,
+    /// Every key to write, with its value.
+    pub writes: BTreeMap<String, Value>,
+    /// Malformed or contradicting znodes; their units are not in `writes`.
+    pub skipped: Vec<Invalid>,
+    /// Things read but not imported as they were, for people.
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    /// The topic records, by name.
+    pub(super) fn topics(&self) -> impl Iterator<Item = (&str, &TopicRecord)> {
+        self.writes
+            .iter()
+            .filter_map(|(k, v)| match (keys::parse_topic_key(k), v) {
+                (Some(keys::TopicKey::Topic(t)), Value::Topic(r)) => Some((t, r)),
+                _ => None,
+            })
+    }
+
+    /// The partition states, by topic and partition.
+    pub(super) fn partitions(&self) -> impl Iterator<Item = (&str, u32, &PartitionState)> {
+        self.writes
+            .iter()
+            .filter_map(|(k, v)| match (keys::parse_topic_key(k), v) {
+                (Some(keys::TopicKey::Partition(t, p)), Value::Partition(s)) => Some((t, p, s)),
+                _ => None,
+            })
+    }
+
+    /// The in-flight reassignments, by partition.
+    pub fn reassignments(&self) -> impl Iterator<Item = (&str, u32, &ReassignmentRecord)> {
+        self.writes
+            .iter()
+            .filter_map(|(k, v)| match (keys::parse_reassignment_key(k), v) {
+                (Some((t, p)), Value::Reassignment(r)) => Some((t, p, r)),
+                _ => None,
+            })
+    }
+
+    /// Counts for the closing line: topics, deleting topics, partitions, reassignments, owned
+    /// throttles, broker configs.
+    pub fn summary(&self) -> String {
+        let topics = self.topics().count();
+        let deleting = self.topics().filter(|(_, r)| r.deleting).count();
+        let partitions = self.partitions().count();
+        let moving = self.reassignments().count();
+        let throttled = self.reassignments().filter(|(_, _, r)| r.throttle_rate > 0).count();
+        let configs = self
+            .writes
+            .keys()
+            .filter(|k| k.starts_with(keys::BROKER_CONFIGS))
+            .count();
+        format!(
+            "cluster {}: {topics} topics ({deleting} being deleted), {partitions} partitions, {moving} reassignments in flight ({throttled} with a throttle that goes with them), {configs} broker configs",
+            self.cluster_id
+        )
+    }
+}
