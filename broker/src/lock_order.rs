@@ -33,6 +33,8 @@ pub struct Ordered<'a, T> {
 
 /// Takes `m` at `rank`, asserting (in debug builds) the lock order first.
 pub fn lock<T>(m: &Mutex<T>, rank: Rank) -> Ordered<'_, T> {
+    #[cfg(not(debug_assertions))]
+    let _ = rank;
     #[cfg(debug_assertions)]
     HELD.with(|held| {
         let h = held.get();

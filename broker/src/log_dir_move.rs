@@ -3,8 +3,11 @@
 //! it has caught up, under the log's lock, the current folder is renamed `<topic>-<p>.delete`, the
 //! future folder becomes `<topic>-<p>`, and the old folder is removed in the background.
 //!
-//! The folders' names and their recovery at start are in `dir_move_recovery`, the registry of
-//! running moves in `dir_moves`, the requests that start them in `log_dir_requests`.
+//! The engine's whole input is a [`MoveHost`]: the registry of running moves, the settings, a
+//! rate and a place to report a failed disk. The broker is one; a test can be another, with no
+//! broker around it. The folders' names and their recovery at start are in
+//! `dir_move_recovery`, the registry of running moves in `dir_moves`, the requests that start
+//! them in `log_dir_requests`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,26 +15,43 @@ use std::sync::Arc;
 use proto::errors::ErrorCode;
 
 use crate::dir_move_recovery::{DELETE_SUFFIX, FUTURE_SUFFIX};
+use crate::dir_moves::DirMoves;
 use crate::future_log::FutureLog;
-use crate::partition_log::{sync_dir, LogError, PartitionLog};
+use crate::log_dirs::LogDirs;
+use crate::partition_log::{sync_dir, LogConfig, LogError, PartitionLog};
 use crate::replica::Replica;
-use crate::replica_manager::BrokerCore;
+
+/// What the dir-move engine needs from its broker.
+pub trait MoveHost: Send + Sync + 'static {
+    /// The registry of running moves.
+    fn moves(&self) -> &DirMoves;
+    /// The settings of a future log (its fsyncs are turned off: it is synced whole at the end).
+    fn log_config(&self) -> LogConfig;
+    /// `replica.alter.log.dirs.io.max.bytes.per.second`, read before each copy step.
+    fn rate(&self) -> Option<u64>;
+    /// Counts the bytes copied into future logs.
+    fn copied(&self) -> &prometheus::IntCounter;
+    /// Test hook: a pause between the swap's two renames (0 in normal use).
+    fn swap_pause_ms(&self) -> u64;
+    /// A copy or sync failed: a failed disk goes offline.
+    fn failed(&self, e: &LogError);
+}
 
 /// Why `dir` cannot take a replica on this broker (the error code and a message), or `None`
 /// when it can: it must be absolute, one of this broker's log dirs, and online.
-pub fn unusable_dir(core: &BrokerCore, dir: &Path) -> Option<(ErrorCode, String)> {
+pub fn unusable_dir(dirs: &LogDirs, broker: i32, dir: &Path) -> Option<(ErrorCode, String)> {
     if !dir.is_absolute() {
         Some((
             ErrorCode::LOG_DIR_NOT_FOUND,
             format!("log dir '{}' is not an absolute path", dir.display()),
         ))
-    } else if !core.dirs.dirs().iter().any(|d| d == dir) {
+    } else if !dirs.dirs().iter().any(|d| d == dir) {
         Some((
             ErrorCode::LOG_DIR_NOT_FOUND,
-            format!("'{}' is not a log dir of broker {}", dir.display(), core.id),
+            format!("'{}' is not a log dir of broker {broker}", dir.display()),
         ))
     } else {
-        core.dirs.offline_reason(dir).map(|why| {
+        dirs.offline_reason(dir).map(|why| {
             (
                 ErrorCode::KAFKA_STORAGE_ERROR,
                 format!("log dir '{}' is offline: {why}", dir.display()),
@@ -42,21 +62,26 @@ pub fn unusable_dir(core: &BrokerCore, dir: &Path) -> Option<(ErrorCode, String)
 
 /// Starts (or redirects) the move of a hosted replica to `dest`; moving to its current dir
 /// cancels a running move. `for_reassignment` marks a move to a dir a reassignment named.
-pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path, for_reassignment: bool) -> Result<(), LogError> {
+pub fn start<H: MoveHost>(
+    host: &Arc<H>,
+    r: &Arc<Replica>,
+    dest: &Path,
+    for_reassignment: bool,
+) -> Result<(), LogError> {
     let tp = (r.topic.clone(), r.partition);
     let current_dir = r.log().dir().parent().map(Path::to_path_buf);
     {
         let fut = r.future();
-        if fut.as_ref().is_some_and(|f| f.dest == dest) && core.moves.is_moving(&tp) {
+        if fut.as_ref().is_some_and(|f| f.dest == dest) && host.moves().is_moving(&tp) {
             return Ok(());
         }
     }
-    core.moves.cancel(r);
+    host.moves().cancel(r);
     if current_dir.as_deref() == Some(dest) {
         return Ok(());
     }
     let path = dest.join(format!("{}{FUTURE_SUFFIX}", r.name()));
-    let log = PartitionLog::open(&path, future_config(core))?;
+    let log = PartitionLog::open(&path, future_config(host.as_ref()))?;
     tracing::info!(replica = %r.name(), dest = %dest.display(), "moving replica to another log dir");
     *r.future() = Some(FutureLog {
         log,
@@ -65,42 +90,29 @@ pub fn start(core: &Arc<BrokerCore>, r: &Arc<Replica>, dest: &Path, for_reassign
         whole_files: true,
         for_reassignment,
     });
-    spawn_copy(core, r);
+    spawn_copy(host, r);
     Ok(())
 }
 
 /// A future log is synced whole just before it goes live, not segment by segment.
-fn future_config(core: &BrokerCore) -> crate::partition_log::LogConfig {
-    crate::partition_log::LogConfig {
+fn future_config(host: &impl MoveHost) -> LogConfig {
+    LogConfig {
         fsync_on_roll: false,
         fsync_on_append: false,
-        ..core.config.log.clone()
-    }
-}
-
-/// Resumes the moves whose future logs were found when the broker opened its dirs; needs the
-/// runtime.
-pub fn resume_found(core: &Arc<BrokerCore>) {
-    for (tp, folder) in core.take_found_moves() {
-        let Some(r) = core.replicas.read().get(&tp).cloned() else {
-            continue;
-        };
-        if let Err(e) = resume(core, &r, &folder) {
-            tracing::error!(replica = %r.name(), error = %e, "cannot resume log dir move");
-        }
+        ..host.log_config()
     }
 }
 
 /// Resumes a future log found at start. One that cannot be opened (its unsynced segments were
 /// cut by a power loss) is only a copy: it is removed and the move starts over.
-pub fn resume(core: &Arc<BrokerCore>, r: &Arc<Replica>, future_folder: &Path) -> Result<(), LogError> {
-    let log = match PartitionLog::open(future_folder, future_config(core)) {
+pub fn resume<H: MoveHost>(host: &Arc<H>, r: &Arc<Replica>, future_folder: &Path) -> Result<(), LogError> {
+    let log = match PartitionLog::open(future_folder, future_config(host.as_ref())) {
         Ok(log) => log,
         Err(e) => {
             tracing::warn!(replica = %r.name(), error = %e, "future log damaged; starting the move over");
             std::fs::remove_dir_all(future_folder)
                 .map_err(|e| crate::partition_log::io_err("remove", future_folder, e))?;
-            PartitionLog::open(future_folder, future_config(core))?
+            PartitionLog::open(future_folder, future_config(host.as_ref()))?
         }
     };
     let dest = future_folder.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -114,14 +126,14 @@ pub fn resume(core: &Arc<BrokerCore>, r: &Arc<Replica>, future_folder: &Path) ->
         whole_files: true,
         for_reassignment: false,
     });
-    spawn_copy(core, r);
+    spawn_copy(host, r);
     Ok(())
 }
 
-fn spawn_copy(core: &Arc<BrokerCore>, r: &Arc<Replica>) {
+fn spawn_copy<H: MoveHost>(host: &Arc<H>, r: &Arc<Replica>) {
     let tp = (r.topic.clone(), r.partition);
-    core.moves
-        .track(tp, tokio::spawn(copy_until_swapped(core.clone(), r.clone())));
+    host.moves()
+        .track(tp, tokio::spawn(copy_until_swapped(host.clone(), r.clone())));
 }
 
 /// What one copy step did.
@@ -132,18 +144,18 @@ enum Step {
 }
 
 /// Gives a move up after a failed copy or sync: a failed disk goes offline, the future goes.
-fn abandon(core: &BrokerCore, r: &Replica, e: &LogError) {
+fn abandon(host: &impl MoveHost, r: &Replica, e: &LogError) {
     tracing::error!(replica = %r.name(), error = %e, "log dir move failed; abandoned");
-    core.report_log_error(e);
-    core.moves.cancel(r);
+    host.failed(e);
+    host.moves().cancel(r);
 }
 
-async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
-    let Ok(_slot) = core.moves.slots().acquire_owned().await else {
+async fn copy_until_swapped<H: MoveHost>(host: Arc<H>, r: Arc<Replica>) {
+    let Ok(_slot) = host.moves().slots().acquire_owned().await else {
         return; // the semaphore is never closed
     };
     loop {
-        let rate = core.alter_log_dirs_rate();
+        let rate = host.rate();
         let chunk = crate::throttle::chunk_bytes(rate);
         let r2 = r.clone();
         // Whole files only unthrottled: a throttled copy goes in pieces at its rate.
@@ -151,12 +163,12 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
         let step = tokio::task::spawn_blocking(move || copy_step(&r2, chunk, whole_files)).await;
         match step {
             Ok(Ok(Step::Copied(n))) => {
-                core.metrics.dir_move_bytes.inc_by(n as u64);
+                host.copied().inc_by(n as u64);
                 // Charged after the copy and waited for at once, so the last piece is paid
                 // for before the swap too.
                 if let Some(rate) = rate {
-                    core.moves.throttle().charge(n);
-                    core.moves.throttle().acquire(rate).await;
+                    host.moves().throttle().charge(n);
+                    host.moves().throttle().acquire(rate).await;
                 }
             }
             Ok(Ok(Step::CaughtUp)) => {
@@ -169,12 +181,12 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
                 })
                 .await;
                 if let Ok(Err(e)) = synced {
-                    abandon(&core, &r, &e);
+                    abandon(host.as_ref(), &r, &e);
                     return;
                 }
                 let r2 = r.clone();
-                let counted = core.metrics.dir_move_bytes.clone();
-                let pause_ms = core.config.swap_pause_ms;
+                let counted = host.copied().clone();
+                let pause_ms = host.swap_pause_ms();
                 match tokio::task::spawn_blocking(move || swap(&r2, &counted, pause_ms)).await {
                     Ok(Ok(Some(old))) => {
                         tracing::info!(replica = %r.name(), "log dir move done");
@@ -193,7 +205,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
             }
             Ok(Ok(Step::NoFuture)) => break,
             Ok(Err(e)) => {
-                abandon(&core, &r, &e);
+                abandon(host.as_ref(), &r, &e);
                 return;
             }
             Err(e) => {
@@ -202,7 +214,7 @@ async fn copy_until_swapped(core: Arc<BrokerCore>, r: Arc<Replica>) {
             }
         }
     }
-    core.moves.finished(&(r.topic.clone(), r.partition));
+    host.moves().finished(&(r.topic.clone(), r.partition));
 }
 
 /// Copies the next piece of the current log into the future log. The current log's lock is held

@@ -11,7 +11,7 @@ use proto::ferry::{
     ReplicaLogDirMove,
 };
 
-use crate::log_dir_move::{start, unusable_dir};
+use crate::log_dir_move::start;
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
 
@@ -30,7 +30,7 @@ pub fn alter(core: &Arc<BrokerCore>, moves: &[ReplicaLogDirMove]) -> AlterReplic
     let mut refused = Vec::new();
     for m in moves {
         let tp = format!("{}-{}", m.topic, m.partition);
-        let error = if let Some((code, why)) = unusable_dir(core, Path::new(&m.dir)) {
+        let error = if let Some((code, why)) = core.unusable_dir(Path::new(&m.dir)) {
             Some((code, format!("{tp}: {why}")))
         } else if core.view.read().partition(&m.topic, m.partition).is_none() {
             Some((

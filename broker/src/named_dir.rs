@@ -81,7 +81,7 @@ pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDir
             None
         }
         NamedDirAction::Move(dest) => {
-            if let Some((_, why)) = log_dir_move::unusable_dir(core, &dest) {
+            if let Some((_, why)) = core.unusable_dir(&dest) {
                 tracing::warn!(replica = %r.name(), dir = %dest.display(), why, "cannot move to the named log dir");
                 return None;
             }

@@ -100,7 +100,7 @@ impl Broker {
     /// Registers as reachable at `endpoint` and starts following the metadata, through
     /// `client` (a client of the quorum that carries the cluster credential, or will).
     pub fn start(self, endpoint: String, client: Client) -> Result<BrokerHandle, metastore::ClientError> {
-        crate::log_dir_move::resume_found(&self.core);
+        self.core.resume_found_moves();
         let (stop, stop_rx) = watch::channel(false);
         let (lease_tx, lease) = watch::channel(0u64);
         let reg = BrokerRegistration {

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use crate::dir_choice::choose_dir;
 use crate::dir_move_recovery;
 use crate::dir_moves::DirMoves;
+use crate::log_dir_move::{self, MoveHost};
 use crate::log_dirs::{replica_folder, LogDirs, TopicPartition};
 use crate::partition_log::{LogConfig, PartitionLog};
 use crate::reconcile_plan::{assigned_here, fetcher_step, unassigned, FetcherStep};
@@ -156,9 +157,23 @@ impl BrokerCore {
         })
     }
 
-    /// The future logs found when the dirs were opened, taken once, for the moves to resume.
-    pub fn take_found_moves(&self) -> Vec<(TopicPartition, PathBuf)> {
-        std::mem::take(&mut *self.resume_at_start.lock())
+    /// Resumes the moves whose future logs were found when the dirs were opened (once); needs
+    /// the runtime.
+    pub fn resume_found_moves(self: &Arc<Self>) {
+        let found = std::mem::take(&mut *self.resume_at_start.lock());
+        for (tp, folder) in found {
+            let Some(r) = self.replicas.read().get(&tp).cloned() else {
+                continue;
+            };
+            if let Err(e) = log_dir_move::resume(self, &r, &folder) {
+                tracing::error!(replica = %r.name(), error = %e, "cannot resume log dir move");
+            }
+        }
+    }
+
+    /// Why `dir` cannot take a replica here, or `None` (see [`log_dir_move::unusable_dir`]).
+    pub fn unusable_dir(&self, dir: &std::path::Path) -> Option<(ErrorCode, String)> {
+        log_dir_move::unusable_dir(&self.dirs, self.id, dir)
     }
 
     /// `replica.alter.log.dirs.io.max.bytes.per.second`, when set on this broker.
@@ -491,5 +506,32 @@ impl BrokerCore {
                 }
             }
         }
+    }
+}
+
+/// The broker is the dir-move engine's host: its moves, settings, dynamic rate and failed dirs.
+impl MoveHost for BrokerCore {
+    fn moves(&self) -> &DirMoves {
+        &self.moves
+    }
+
+    fn log_config(&self) -> LogConfig {
+        self.config.log.clone()
+    }
+
+    fn rate(&self) -> Option<u64> {
+        self.alter_log_dirs_rate()
+    }
+
+    fn copied(&self) -> &prometheus::IntCounter {
+        &self.metrics.dir_move_bytes
+    }
+
+    fn swap_pause_ms(&self) -> u64 {
+        self.config.swap_pause_ms
+    }
+
+    fn failed(&self, e: &crate::partition_log::LogError) {
+        self.report_log_error(e);
     }
 }

@@ -1,5 +1,6 @@
-//! Log dir moves on one broker's core, with real logs on disk: a move under appends, a throttled
-//! move, and a restart at each point of the swap (the on-disk states a crash can leave).
+//! Log dir moves with real logs on disk: on a bare engine host, and on one broker's core a move
+//! under appends, a throttled move, and a restart at each point of the swap (the on-disk states
+//! a crash can leave).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use broker::log_dir_move;
 use broker::partition_log::{LogConfig, PartitionLog};
+use broker::replica::Replica;
 use broker::replica_manager::{BrokerCore, DataConfig};
 
 const RECORD: usize = 1000;
@@ -211,7 +213,7 @@ async fn a_restart_at_each_point_of_a_move_ends_with_one_whole_log() {
             _ => {}
         }
         let core = Arc::new(BrokerCore::open(1, dirs.clone(), config()).unwrap());
-        log_dir_move::resume_found(&core);
+        core.resume_found_moves();
         wait_moved(&core, Duration::from_secs(30)).await;
         let r = core.replica("t", 0).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -260,4 +262,57 @@ async fn a_truncation_during_a_move_reaches_the_future_log() {
         Some((1, cut)),
         "epoch 1 ends where the truncation cut"
     );
+}
+
+/// The engine's whole input: no broker, only the registry, settings and a failure log.
+struct TestHost {
+    moves: broker::dir_moves::DirMoves,
+    copied: prometheus::IntCounter,
+    failures: parking_lot::Mutex<Vec<String>>,
+}
+
+impl log_dir_move::MoveHost for TestHost {
+    fn moves(&self) -> &broker::dir_moves::DirMoves {
+        &self.moves
+    }
+    fn log_config(&self) -> LogConfig {
+        config().log
+    }
+    fn rate(&self) -> Option<u64> {
+        None
+    }
+    fn copied(&self) -> &prometheus::IntCounter {
+        &self.copied
+    }
+    fn swap_pause_ms(&self) -> u64 {
+        0
+    }
+    fn failed(&self, e: &broker::partition_log::LogError) {
+        self.failures.lock().push(e.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_runs_on_its_narrow_host_without_a_broker() {
+    let t = tempfile::tempdir().unwrap();
+    let dirs = dirs_in(t.path());
+    let n = preload(&dirs[0], 30) as usize;
+    let log = PartitionLog::open(&dirs[0].join("t-0"), config().log).unwrap();
+    let r = Arc::new(Replica::new("t".into(), 0, 1, log, proto::clock::Clock::manual(0)));
+    let host = Arc::new(TestHost {
+        moves: broker::dir_moves::DirMoves::new(1),
+        copied: prometheus::IntCounter::new("copied", "bytes copied").unwrap(),
+        failures: Default::default(),
+    });
+    log_dir_move::start(&host, &r, &dirs[1], false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while r.future().is_some() || host.moves.is_moving(&("t".to_string(), 0)) {
+        assert!(Instant::now() < deadline, "the move did not finish");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(r.log().dir(), dirs[1].join("t-0"));
+    assert!(host.copied.get() > 0);
+    assert!(host.failures.lock().is_empty(), "{:?}", host.failures.lock());
+    drop(r);
+    assert_log_holds(&dirs[1].join("t-0"), n);
 }

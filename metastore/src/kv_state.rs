@@ -321,6 +321,13 @@ impl KvState {
     }
 
     fn put(&mut self, revision: u64, key: &str, value: Bytes, lease: u64, events: &mut Vec<Event>) {
+        // Revisions only go forward: a write at or below the current one would break every
+        // guard and watch that compares them.
+        debug_assert!(
+            revision > self.revision,
+            "put at revision {revision} after {}",
+            self.revision
+        );
         // An existing key is changed in place: one walk down the tree and no new key string.
         let mut old_lease = 0;
         let entry = match self.kv.get_mut(key) {
@@ -328,6 +335,7 @@ impl KvState {
                 if e.lease != lease {
                     old_lease = e.lease;
                 }
+                debug_assert!(e.create_revision <= e.mod_revision && e.mod_revision < revision);
                 e.value = value;
                 e.mod_revision = revision;
                 e.version += 1;

@@ -436,7 +436,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // before its own records, tripling an append's disk round trips. Atomicity is not needed:
         // sled recovers its log in order, so a crash before the flush leaves a prefix of these
         // entries, which Raft treats as a shorter append that was never acknowledged.
+        let mut last: Option<u64> = None;
         for entry in entries {
+            // openraft appends contiguous runs; a gap here would be a hole in the log.
+            debug_assert!(
+                last.is_none_or(|l| entry.log_id.index == l + 1),
+                "log append not contiguous"
+            );
+            last = Some(entry.log_id.index);
             self.insert_entry(&entry)?;
         }
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {

@@ -162,6 +162,14 @@ fn apply_decoded(shared: &SmShared, entries: Vec<DecodedEntry>) -> Vec<ProposalR
     let applied_index = {
         let mut g = shared.inner.write();
         for entry in entries {
+            // Raft applies each index once, in order: anything else would apply a command twice
+            // or skip one.
+            debug_assert!(
+                g.last_applied.map_or(0, |l| l.index) < entry.log_id.index || entry.log_id.index == 0,
+                "applying entry {} after {:?}",
+                entry.log_id.index,
+                g.last_applied
+            );
             g.last_applied = Some(entry.log_id);
             g.state.entry_term = entry.log_id.leader_id.term;
             match entry.payload {
