@@ -240,7 +240,11 @@ async fn start_quorum(
         metastore::Client::new(&[o.listen.to_string()])
     })?;
     // A request is read whole before any check can look at it: its size is the first limit.
-    let admin = AdminServer::new(AdminService::new(client.clone()).with_limits(o.limits))
+    // One clock for the node's three parts (the broker's is `o.data.clock`).
+    let admin = AdminService::new(client.clone())
+        .with_limits(o.limits)
+        .with_clock(o.data.clock.clone());
+    let admin = AdminServer::new(admin)
         .max_decoding_message_size(o.limits.max_request_bytes)
         .max_encoding_message_size(1 << 30);
     let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
@@ -253,6 +257,7 @@ async fn start_quorum(
     cfg.raft = o.raft.clone();
     cfg.extra_services = Some(routes);
     cfg.registry = Some(registry.clone());
+    cfg.clock = o.data.clock.clone();
     let node = metastore::start(cfg).await?;
     client.attach_local(node.local());
     let sm = node.sm.clone();
