@@ -10,6 +10,7 @@ pub mod dir_moves;
 pub mod fetcher;
 pub mod future_log;
 pub mod isr;
+pub mod kafka;
 pub mod lock_order;
 pub mod log_dir_move;
 pub mod log_dir_requests;

@@ -59,6 +59,14 @@ impl BrokerConfig {
 pub struct Broker {
     cfg: BrokerConfig,
     core: Arc<BrokerCore>,
+    kafka: Option<KafkaListener>,
+}
+
+/// A bound Kafka listener and the address clients are told to reach it at.
+struct KafkaListener {
+    listener: tokio::net::TcpListener,
+    advertised: String,
+    max_request_bytes: usize,
 }
 
 /// A running broker's tasks.
@@ -82,7 +90,23 @@ impl Broker {
             })
             .collect::<Result<_, _>>()?;
         let core = Arc::new(BrokerCore::open(cfg.id, cfg.log_dirs.clone(), cfg.data.clone())?);
-        Ok(Self { cfg, core })
+        Ok(Self { cfg, core, kafka: None })
+    }
+
+    /// Serves Kafka clients on `listener` once started, advertised in the registration as
+    /// `advertised`; requests over `max_request_bytes` (`socket.request.max.bytes`) are refused.
+    pub fn with_kafka_listener(
+        mut self,
+        listener: tokio::net::TcpListener,
+        advertised: String,
+        max_request_bytes: usize,
+    ) -> Self {
+        self.kafka = Some(KafkaListener {
+            listener,
+            advertised,
+            max_request_bytes,
+        });
+        self
     }
 
     /// The shared state, for tests and tools.
@@ -115,9 +139,10 @@ impl Broker {
                 .collect(),
             incarnation: self.core.incarnation,
             registered_ms: self.core.config.clock.wall_ms(),
+            kafka_endpoint: self.kafka.as_ref().map(|k| k.advertised.clone()).unwrap_or_default(),
             ..Default::default()
         };
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(register(
                 self.core.clone(),
                 client.clone(),
@@ -132,6 +157,13 @@ impl Broker {
             tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
         ];
+        if let Some(k) = self.kafka {
+            tasks.push(tokio::spawn(crate::kafka::serve(
+                k.listener,
+                self.core.clone(),
+                k.max_request_bytes,
+            )));
+        }
         Ok(BrokerHandle {
             core: self.core,
             stop,

@@ -78,6 +78,9 @@ pub struct NodeOptions {
     pub limits: RequestLimits,
     /// Serve Prometheus metrics at `http://<this>/metrics`; none serves none.
     pub metrics_listen: Option<SocketAddr>,
+    /// The broker's Kafka listener, if any: where it listens and the address it advertises
+    /// (the listen address when none is given).
+    pub kafka_listen: Option<(SocketAddr, Option<String>)>,
     /// Where a broker-only node reads the cluster credential (waited for until it exists); a
     /// quorum node learns it from its own store.
     pub credential_file: Option<PathBuf>,
@@ -88,6 +91,7 @@ pub struct RunningNode {
     /// The address it serves on.
     pub addr: SocketAddr,
     metrics: Option<MetricsServer>,
+    kafka: Option<String>,
     metastore: Option<NodeHandle>,
     broker: Option<BrokerHandle>,
     controller: Option<JoinHandle<()>>,
@@ -95,6 +99,11 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
+    /// The address its broker's Kafka listener advertises, if it has one.
+    pub fn kafka_addr(&self) -> Option<&str> {
+        self.kafka.as_deref()
+    }
+
     /// The address its `/metrics` endpoint serves on, if it serves one.
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics.as_ref().map(|m| m.addr)
@@ -122,7 +131,17 @@ impl RunningNode {
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let quorum = quorum_addrs(&o)?;
-    let broker = open_broker(&o, &quorum)?;
+    let mut broker = open_broker(&o, &quorum)?;
+    let mut kafka = None;
+    if let (Some(b), Some((listen, advertised))) = (broker.take(), &o.kafka_listen) {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("--kafka-listen {listen}"))?;
+        let bound = listener.local_addr().context("--kafka-listen")?;
+        let advertised = advertised.clone().unwrap_or_else(|| bound.to_string());
+        kafka = Some(advertised.clone());
+        broker = Some(b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes));
+    }
     // One registry per node: `ferry dev` runs several nodes in one process.
     let registry = prometheus::Registry::new();
     if let Some(b) = &broker {
@@ -144,6 +163,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let mut running = RunningNode {
         addr: o.listen,
         metrics: None,
+        kafka,
         metastore: None,
         broker: None,
         controller: None,

@@ -38,6 +38,8 @@ pub struct DevArgs {
 
 /// The first metrics port when `--metrics-base-port` is not given.
 const METRICS_BASE_PORT: u16 = 9101;
+/// The first node's Kafka listener; node i gets this port plus i (Kafka's own default port).
+const KAFKA_BASE_PORT: u16 = 9092;
 
 /// Where node `id` (counted from 1) serves its metrics. A default port found in use is
 /// replaced by any free one (the address is printed); a port given with the flag is not.
@@ -143,9 +145,17 @@ async fn start_nodes(a: &DevArgs, layout: &DevLayout, credential_file: &Path) ->
         .metrics_base_port
         .unwrap_or(if a.base_port == 0 { 0 } else { METRICS_BASE_PORT });
     let mut nodes = Vec::new();
-    for (id, addr) in layout.nodes.iter().chain(&layout.brokers) {
+    for (i, (id, addr)) in layout.nodes.iter().chain(&layout.brokers).enumerate() {
         let broker_only = layout.brokers.contains_key(id);
         let listen: SocketAddr = addr.parse()?;
+        let kafka_port = if a.base_port == 0 {
+            0
+        } else {
+            u16::try_from(i)
+                .ok()
+                .and_then(|i| KAFKA_BASE_PORT.checked_add(i))
+                .with_context(|| format!("node {id}: no Kafka port left above {KAFKA_BASE_PORT}"))?
+        };
         let dir = a.data_dir.join(format!("node-{id}"));
         let node = crate::cluster_node::start(crate::cluster_node::NodeOptions {
             id: *id,
@@ -171,6 +181,7 @@ async fn start_nodes(a: &DevArgs, layout: &DevLayout, credential_file: &Path) ->
             limits: Default::default(),
             metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
             credential_file: broker_only.then(|| credential_file.to_path_buf()),
+            kafka_listen: Some((SocketAddr::new(listen.ip(), kafka_port), None)),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;
@@ -208,6 +219,10 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
         metrics_line(layout.nodes.len() + i);
     }
     println!("bootstrap: {first}");
+    let kafka: Vec<String> = nodes.iter().filter_map(|n| n.kafka_addr().map(String::from)).collect();
+    if !kafka.is_empty() {
+        println!("kafka bootstrap: {} (ApiVersions and Metadata so far)", kafka.join(","));
+    }
     println!(
         "cluster credential: {} (ferry kv writes under /brokers, /admin, /config, /controller, /cluster need --cluster-credential-file)",
         credential_file.display()

@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one node: a quorum member, a broker, or both (--roles).
-    Node(node_cmd::NodeArgs),
+    Node(Box<node_cmd::NodeArgs>),
     /// Run a local cluster in this process (3 nodes unless --nodes/--brokers), with data in ./ferry-dev.
     Dev(dev::DevArgs),
     /// Read and write the metastore's keys.
@@ -117,7 +117,7 @@ async fn run(cli: Cli) {
     let result = match cli.command {
         Command::Node(a) => {
             init_tracing("info,openraft=warn,sled=warn");
-            node_cmd::run(a).await
+            node_cmd::run(*a).await
         }
         Command::Dev(a) => {
             // Peers refuse connections while the nodes start; openraft logs that loudly.

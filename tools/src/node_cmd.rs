@@ -96,6 +96,13 @@ pub struct NodeArgs {
     /// node's data dir); a quorum node learns it from the cluster.
     #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     cluster_credential_file: Option<PathBuf>,
+    /// Serve Kafka clients at HOST:PORT (listeners; default: no Kafka listener).
+    #[arg(long, env = "FERRY_KAFKA_LISTEN")]
+    kafka_listen: Option<SocketAddr>,
+    /// The HOST:PORT Kafka clients are told to connect to (advertised.listeners; default: the
+    /// address --kafka-listen bound).
+    #[arg(long, env = "FERRY_KAFKA_ADVERTISED_LISTENER")]
+    kafka_advertised_listener: Option<String>,
     /// Most partitions a topic may have (max.partitions.per.topic).
     #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_topic, env = "FERRY_MAX_PARTITIONS_PER_TOPIC")]
     max_partitions_per_topic: u32,
@@ -143,6 +150,8 @@ struct FileConfig {
     num_replica_alter_log_dirs_threads: Option<usize>,
     metrics_listen: Option<SocketAddr>,
     cluster_credential_file: Option<PathBuf>,
+    kafka_listen: Option<SocketAddr>,
+    kafka_advertised_listener: Option<String>,
     max_partitions_per_topic: Option<u32>,
     max_partitions_per_request: Option<u32>,
     max_replicas_per_partition: Option<u32>,
@@ -208,6 +217,8 @@ impl NodeArgs {
             num_replica_alter_log_dirs_threads,
             metrics_listen,
             cluster_credential_file,
+            kafka_listen,
+            kafka_advertised_listener,
             max_partitions_per_topic,
             max_partitions_per_request,
             max_replicas_per_partition,
@@ -327,6 +338,7 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
         },
         metrics_listen: a.metrics_listen,
         credential_file: a.cluster_credential_file,
+        kafka_listen: a.kafka_listen.map(|l| (l, a.kafka_advertised_listener)),
     })
 }
 

@@ -1,0 +1,206 @@
+//! The answers to the Kafka APIs this broker serves, built from the metadata as plain data:
+//! ApiVersions and Metadata.
+
+use std::str::FromStr;
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, BrokerId, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use proto::cluster_view::ClusterView;
+use proto::errors::ErrorCode;
+
+/// The APIs served, with the versions: the maxima of a Kafka 3.7 broker, since clients infer
+/// the broker's version from them.
+pub const SERVED: &[(ApiKey, i16, i16)] = &[(ApiKey::Metadata, 0, 12), (ApiKey::ApiVersions, 0, 3)];
+
+/// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
+/// and go out as UNKNOWN_SERVER_ERROR (-1); the message carries the detail where a field has room.
+pub fn wire(code: ErrorCode) -> i16 {
+    i16::try_from(code.0).unwrap_or(-1)
+}
+
+/// The versions of `key` this broker serves.
+pub fn served(key: i16, version: i16) -> bool {
+    SERVED
+        .iter()
+        .any(|(k, min, max)| *k as i16 == key && (*min..=*max).contains(&version))
+}
+
+/// The ApiVersions answer; `error` is UNSUPPORTED_VERSION when the request's version is not
+/// served (the answer then goes out as v0, which every client reads).
+pub fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
+    let mut r = ApiVersionsResponse::default();
+    r.error_code = wire(error);
+    r.api_keys = SERVED
+        .iter()
+        .map(|(k, min, max)| {
+            let mut v = ApiVersion::default();
+            v.api_key = *k as i16;
+            v.min_version = *min;
+            v.max_version = *max;
+            v
+        })
+        .collect();
+    r
+}
+
+/// A broker's Kafka address split into host and port, or `None` when it has none.
+fn host_port(endpoint: &str) -> Option<(String, i32)> {
+    let (host, port) = endpoint.rsplit_once(':')?;
+    Some((
+        host.trim_matches(|c| c == '[' || c == ']').to_string(),
+        port.parse().ok()?,
+    ))
+}
+
+/// The Metadata answer from `view`: the registered brokers with a Kafka listener, and the
+/// `topics` asked for (all when `None`). An unknown topic answers UNKNOWN_TOPIC_OR_PARTITION;
+/// topics are not created by a Metadata request. `controller` is the broker named as
+/// controller: any broker takes admin requests.
+pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32) -> MetadataResponse {
+    let mut r = MetadataResponse::default();
+    r.brokers = view
+        .brokers
+        .values()
+        .filter_map(|b| {
+            let (host, port) = host_port(&b.kafka_endpoint)?;
+            let mut m = MetadataResponseBroker::default();
+            m.node_id = BrokerId(b.id);
+            m.host = StrBytes::from_string(host);
+            m.port = port;
+            m.rack = (!b.rack.is_empty()).then(|| StrBytes::from_string(b.rack.clone()));
+            Some(m)
+        })
+        .collect();
+    r.controller_id = BrokerId(controller);
+    let names: Vec<String> = match topics {
+        Some(t) => t,
+        None => view.topics.keys().cloned().collect(),
+    };
+    r.topics = names.into_iter().map(|name| topic(view, name)).collect();
+    r
+}
+
+fn topic(view: &ClusterView, name: String) -> MetadataResponseTopic {
+    let mut t = MetadataResponseTopic::default();
+    let entry = view
+        .topics
+        .get(&name)
+        .filter(|e| e.record.as_ref().is_some_and(|r| !r.deleting));
+    t.name = Some(TopicName(StrBytes::from_string(name)));
+    let Some(entry) = entry else {
+        t.error_code = wire(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);
+        return t;
+    };
+    if let Some(id) = entry
+        .record
+        .as_ref()
+        .and_then(|r| uuid::Uuid::from_str(&r.topic_id).ok())
+    {
+        t.topic_id = id;
+    }
+    let live = view.live_brokers();
+    t.partitions = entry
+        .partitions
+        .iter()
+        .map(|(p, e)| {
+            let s = &e.state;
+            let mut m = MetadataResponsePartition::default();
+            m.partition_index = *p as i32;
+            m.leader_id = BrokerId(s.leader);
+            m.leader_epoch = s.leader_epoch as i32;
+            m.replica_nodes = s.replicas.iter().map(|b| BrokerId(*b)).collect();
+            m.isr_nodes = s.isr.iter().map(|b| BrokerId(*b)).collect();
+            m.offline_replicas = s
+                .replicas
+                .iter()
+                .filter(|b| !live.contains(b))
+                .map(|b| BrokerId(*b))
+                .collect();
+            if s.leader < 0 {
+                m.error_code = wire(ErrorCode::LEADER_NOT_AVAILABLE);
+            }
+            m
+        })
+        .collect();
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+    use proto::ferry::{BrokerRegistration, PartitionState, TopicRecord};
+
+    fn view() -> ClusterView {
+        let mut v = ClusterView::default();
+        for id in [1, 2] {
+            let b = BrokerRegistration {
+                id,
+                endpoint: format!("127.0.0.1:{}", 7000 + id),
+                kafka_endpoint: if id == 1 {
+                    "127.0.0.1:9092".into()
+                } else {
+                    String::new()
+                },
+                ..Default::default()
+            };
+            v.apply(&proto::keys::broker(id), Some(&b.encode_to_vec()), 1);
+        }
+        let rec = TopicRecord {
+            topic_id: "6f1c6c1e-1d3c-4c39-9d52-5b0d5d0e2f11".into(),
+            partitions: 2,
+            ..Default::default()
+        };
+        v.apply(&proto::keys::topic("t"), Some(&rec.encode_to_vec()), 1);
+        for (p, leader) in [(0, 1), (1, -1)] {
+            let s = PartitionState {
+                replicas: vec![1, 2],
+                isr: vec![1],
+                leader,
+                leader_epoch: 3,
+                ..Default::default()
+            };
+            v.apply(&proto::keys::partition("t", p), Some(&s.encode_to_vec()), 1);
+        }
+        v
+    }
+
+    #[test]
+    fn metadata_lists_kafka_listeners_topics_and_partition_states() {
+        let r = metadata(&view(), None, 1);
+        assert_eq!(r.brokers.len(), 1, "only broker 1 has a Kafka listener");
+        assert_eq!((r.brokers[0].node_id.0, r.brokers[0].port), (1, 9092));
+        assert_eq!(r.controller_id.0, 1);
+        let t = &r.topics[0];
+        assert_eq!(t.error_code, 0);
+        assert_eq!(t.topic_id.to_string(), "6f1c6c1e-1d3c-4c39-9d52-5b0d5d0e2f11");
+        assert_eq!(t.partitions.len(), 2);
+        let p0 = &t.partitions[0];
+        assert_eq!((p0.leader_id.0, p0.leader_epoch, p0.error_code), (1, 3, 0));
+        assert_eq!(p0.replica_nodes, vec![BrokerId(1), BrokerId(2)]);
+        assert_eq!(p0.isr_nodes, vec![BrokerId(1)]);
+        assert_eq!(t.partitions[1].error_code, wire(ErrorCode::LEADER_NOT_AVAILABLE));
+    }
+
+    #[test]
+    fn an_unknown_topic_is_named_with_its_error_and_not_created() {
+        let r = metadata(&view(), Some(vec!["nope".into()]), 1);
+        assert_eq!(r.topics.len(), 1);
+        assert_eq!(r.topics[0].error_code, wire(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
+        assert_eq!(wire(ErrorCode::INVALID_THROTTLE), -1);
+        assert!(r.topics[0].partitions.is_empty());
+    }
+
+    #[test]
+    fn served_versions_and_the_api_versions_answer_agree() {
+        assert!(served(ApiKey::Metadata as i16, 12));
+        assert!(!served(ApiKey::Metadata as i16, 13));
+        assert!(!served(ApiKey::Produce as i16, 0));
+        let r = api_versions(ErrorCode::NONE);
+        assert_eq!(r.api_keys.len(), SERVED.len());
+    }
+}

@@ -1,0 +1,132 @@
+//! The Kafka listener of a broker: Kafka's own clients and tools reach Ferry here. This first
+//! step serves ApiVersions and Metadata; the other APIs answer nothing and the connection
+//! closes, as a Kafka broker does for an API it does not know. Frames are bounded and checked
+//! (`frame`) before the protocol crate decodes them; the answers are built as plain data
+//! (`apis`).
+
+pub mod apis;
+pub mod frame;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use proto::errors::ErrorCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::replica_manager::BrokerCore;
+use frame::FrameError;
+
+/// `socket.request.max.bytes`: Kafka's default.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
+/// `connections.max.idle.ms`: a connection silent this long is closed.
+const IDLE: Duration = Duration::from_secs(600);
+
+/// Serves Kafka clients on `listener` until the task is aborted.
+pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, max_request_bytes: usize) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "kafka listener: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let core = core.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection(stream, &core, max_request_bytes).await {
+                tracing::info!(%peer, error = %e, "kafka connection closed");
+            }
+        });
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Frame(#[from] FrameError),
+    #[error("API key {0} version {1} is not served")]
+    Unsupported(i16, i16),
+    #[error("idle for {0:?}")]
+    Idle(Duration),
+}
+
+/// One client connection: requests are answered in order, as Kafka does.
+async fn connection(mut stream: TcpStream, core: &BrokerCore, max: usize) -> Result<(), ConnError> {
+    loop {
+        let size = match tokio::time::timeout(IDLE, stream.read_i32()).await {
+            Err(_) => return Err(ConnError::Idle(IDLE)),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Ok(r) => r?,
+        };
+        let size = frame::check_size(size, max)?;
+        let mut buf = vec![0u8; size];
+        stream.read_exact(&mut buf).await?;
+        let response = handle(core, Bytes::from(buf))?;
+        stream.write_all(&response).await?;
+    }
+}
+
+/// Answers one request frame with the response frame (size prefix included).
+fn handle(core: &BrokerCore, mut frame: Bytes) -> Result<Bytes, ConnError> {
+    let (key, version) = frame::key_and_version(&frame)?;
+    let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
+    let served = apis::served(key, version);
+    if !served && api != ApiKey::ApiVersions {
+        return Err(ConnError::Unsupported(key, version));
+    }
+    // A version too new for the header decoder is read as the newest one served: ApiVersions
+    // must answer any version, and its header layout never changed past v2.
+    let header_version = api.request_header_version(if served { version } else { 3 });
+    let header = RequestHeader::decode(&mut frame, header_version).map_err(malformed)?;
+    let correlation = header.correlation_id;
+    match api {
+        ApiKey::ApiVersions if !served => {
+            // Kafka answers an unknown ApiVersions version with v0 and UNSUPPORTED_VERSION.
+            respond(api, 0, correlation, &apis::api_versions(ErrorCode::UNSUPPORTED_VERSION))
+        }
+        ApiKey::ApiVersions => respond(api, version, correlation, &apis::api_versions(ErrorCode::NONE)),
+        ApiKey::Metadata => {
+            // Topic entries are at least 2 bytes (a name's length) or 18 (an id and more).
+            frame::check_array_count(&frame, version >= 9, if version >= 10 { 18 } else { 2 })?;
+            let req = MetadataRequest::decode(&mut frame, version).map_err(malformed)?;
+            let topics = match req.topics {
+                // v0 asks for every topic with an empty list; later versions with null.
+                Some(t) if !(t.is_empty() && version == 0) => {
+                    Some(t.into_iter().filter_map(|t| t.name.map(|n| n.0.to_string())).collect())
+                }
+                _ => None,
+            };
+            let answer = apis::metadata(&core.view.read(), topics, core.id);
+            respond(api, version, correlation, &answer)
+        }
+        _ => Err(ConnError::Unsupported(key, version)),
+    }
+}
+
+fn malformed(e: impl std::fmt::Display) -> ConnError {
+    ConnError::Frame(FrameError::Malformed(e.to_string()))
+}
+
+/// Encodes a response frame: size, header, body.
+fn respond<M: Encodable>(api: ApiKey, version: i16, correlation: i32, body: &M) -> Result<Bytes, ConnError> {
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    let mut header = ResponseHeader::default();
+    header.correlation_id = correlation;
+    header
+        .encode(&mut out, api.response_header_version(version))
+        .map_err(malformed)?;
+    body.encode(&mut out, version).map_err(malformed)?;
+    let size = (out.len() - 4) as i32;
+    out[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(out.freeze())
+}
