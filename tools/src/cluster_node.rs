@@ -131,17 +131,19 @@ impl RunningNode {
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let quorum = quorum_addrs(&o)?;
-    let mut broker = open_broker(&o, &quorum)?;
     let mut kafka = None;
-    if let (Some(b), Some((listen, advertised))) = (broker.take(), &o.kafka_listen) {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("--kafka-listen {listen}"))?;
-        let bound = listener.local_addr().context("--kafka-listen")?;
-        let advertised = advertised.clone().unwrap_or_else(|| bound.to_string());
-        kafka = Some(advertised.clone());
-        broker = Some(b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes));
-    }
+    let broker = match (open_broker(&o, &quorum)?, &o.kafka_listen) {
+        (Some(b), Some((listen, advertised))) => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("--kafka-listen {listen}"))?;
+            let bound = listener.local_addr().context("--kafka-listen")?;
+            let advertised = advertised.clone().unwrap_or_else(|| bound.to_string());
+            kafka = Some(advertised.clone());
+            Some(b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes))
+        }
+        (b, _) => b,
+    };
     // One registry per node: `ferry dev` runs several nodes in one process.
     let registry = prometheus::Registry::new();
     if let Some(b) = &broker {

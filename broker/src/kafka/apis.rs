@@ -19,7 +19,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[(ApiKey::Metadata, 0, 12), (ApiKey::
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
 /// and go out as UNKNOWN_SERVER_ERROR (-1); the message carries the detail where a field has room.
 pub fn wire(code: ErrorCode) -> i16 {
-    i16::try_from(code.0).unwrap_or(-1)
+    match i16::try_from(code.0) {
+        Ok(c) if c < 1000 => c,
+        _ => -1,
+    }
 }
 
 /// The versions of `key` this broker serves.
