@@ -21,6 +21,7 @@ pub mod node;
 pub mod partition_log;
 pub mod reconcile_plan;
 pub mod record_batch;
+pub mod registration;
 pub mod replica;
 pub mod replica_manager;
 pub mod service;
