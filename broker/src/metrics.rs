@@ -8,7 +8,6 @@ use prometheus::{PullingGauge, Registry};
 use proto::cluster_view::ClusterView;
 use proto::ferry::PartitionState;
 
-pub use crate::byte_counters::{BrokerMetrics, ByThrottle};
 use crate::replica_manager::BrokerCore;
 
 /// Partitions led by one broker, by state.
@@ -96,6 +95,7 @@ pub fn register(core: &Arc<BrokerCore>, registry: &Registry) -> prometheus::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::byte_counters::BrokerMetrics;
     use prost::Message;
     use proto::ferry::TopicRecord;
 

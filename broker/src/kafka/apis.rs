@@ -1,6 +1,7 @@
 //! The answers to the Kafka APIs this broker serves, built from the metadata as plain data:
 //! ApiVersions and Metadata.
 
+use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
@@ -83,11 +84,13 @@ pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32
         Some(t) => t,
         None => view.topics.keys().cloned().collect(),
     };
-    r.topics = names.into_iter().map(|name| topic(view, name)).collect();
+    // Once per request, not per topic: a Metadata request may name every topic.
+    let live = view.live_brokers();
+    r.topics = names.into_iter().map(|name| topic(view, &live, name)).collect();
     r
 }
 
-fn topic(view: &ClusterView, name: String) -> MetadataResponseTopic {
+fn topic(view: &ClusterView, live: &BTreeSet<i32>, name: String) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     let entry = view
         .topics
@@ -105,7 +108,6 @@ fn topic(view: &ClusterView, name: String) -> MetadataResponseTopic {
     {
         t.topic_id = id;
     }
-    let live = view.live_brokers();
     t.partitions = entry
         .partitions
         .iter()
