@@ -64,6 +64,9 @@ impl Default for RaftTuning {
 /// Largest wait for a batch of writes forwarded to the leader: a dead or paused leader is found
 /// sooner by the connection's keep-alive, so this only bounds a live leader that is slow.
 const FORWARD_DEADLINE: Duration = Duration::from_secs(10);
+/// Largest wait for the leader's own proposal to commit; shorter than the forward deadline, so
+/// that a follower which forwarded the batch gets the leader's answer rather than its own timeout.
+const COMMIT_DEADLINE: Duration = Duration::from_secs(8);
 
 impl RaftTuning {
     /// The deadlines of this node's calls to its peers.
@@ -71,6 +74,7 @@ impl RaftTuning {
         Deadlines {
             read_index: Duration::from_millis(self.election_max_ms.max(1)),
             forward: FORWARD_DEADLINE,
+            commit: COMMIT_DEADLINE,
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct Deadlines {
     pub read_index: Duration,
     /// A batch of writes forwarded to the leader.
     pub forward: Duration,
+    /// The leader's wait for its own proposal to commit: a leader cut off from its quorum
+    /// answers "maybe applied" instead of holding the client forever.
+    pub commit: Duration,
 }
 
 /// The settings of a node's request side.
@@ -109,7 +112,14 @@ impl NodeCore {
             clock,
         } = config;
         let read_index = ReadIndex::start(id, raft.clone(), peers.clone(), deadlines.read_index);
-        let proposer = Proposer::start(id, raft.clone(), peers.clone(), commit_latency, deadlines.forward);
+        let proposer = Proposer::start(
+            id,
+            raft.clone(),
+            peers.clone(),
+            commit_latency,
+            deadlines.forward,
+            deadlines.commit,
+        );
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
         staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone(), clock.clone());
         credential::start_ensure(id, raft.clone(), proposer.clone(), sm.clone());
@@ -206,7 +216,9 @@ impl NodeCore {
         let cmd = Command { request_id, kind };
         let mut last = ProposeError::NotSent("no leader elected".into());
         for _ in 0..3 {
-            match self.proposer.propose(cmd.clone()).await {
+            let res = self.proposer.propose(cmd.clone()).await;
+            tracing::debug!(?res, "write attempt");
+            match res {
                 Ok(CommandResult::Rejected { reason }) => return Err(Status::failed_precondition(reason)),
                 Ok(r) => return Ok(r),
                 Err(ProposeError::NotLeader) => {

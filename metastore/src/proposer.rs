@@ -66,10 +66,19 @@ pub struct Proposer {
 impl Proposer {
     /// Starts the batching task for `raft`.
     /// Proposals made here as leader are timed into `commit_latency`.
-    /// A batch sent to the leader gives up after `deadline` (then it may or may not have applied).
-    pub fn start(id: NodeId, raft: Raft, peers: Peers, commit_latency: Histogram, deadline: Duration) -> Self {
+    /// A batch sent to the leader gives up after `forward`, and one proposed here after
+    /// `commit`; then it may or may not have applied.
+    pub fn start(
+        id: NodeId,
+        raft: Raft,
+        peers: Peers,
+        commit_latency: Histogram,
+        forward: Duration,
+        commit: Duration,
+    ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(id, raft, peers, commit_latency, deadline, rx));
+        let waits = Waits { forward, commit };
+        tokio::spawn(run(id, raft, peers, commit_latency, waits, rx));
         Self { tx }
     }
 
@@ -106,20 +115,33 @@ impl Proposer {
     }
 }
 
+/// How long a batch may wait for its answer.
+#[derive(Clone, Copy)]
+struct Waits {
+    forward: Duration,
+    commit: Duration,
+}
+
 /// Proposes a batch as this node, if it leads; a committed proposal's latency is observed.
+/// A leader that cannot reach its quorum keeps the entry, which may still commit, so giving up
+/// after `deadline` answers "maybe applied".
 async fn propose_as_leader(
     raft: &Raft,
     proposal: Proposal,
     commit_latency: &Histogram,
+    deadline: Duration,
 ) -> Result<ProposalResult, ProposeError> {
     let started = std::time::Instant::now();
-    match raft.client_write(proposal).await {
-        Ok(resp) => {
+    match tokio::time::timeout(deadline, raft.client_write(proposal)).await {
+        Ok(Ok(resp)) => {
             commit_latency.observe(started.elapsed().as_secs_f64());
             Ok(resp.data)
         }
-        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => Err(ProposeError::NotLeader),
-        Err(e) => Err(ProposeError::Unavailable(e.to_string())),
+        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(ProposeError::NotLeader),
+        Ok(Err(e)) => Err(ProposeError::Unavailable(e.to_string())),
+        Err(_) => Err(ProposeError::Unavailable(format!(
+            "the proposal did not commit within {deadline:?}"
+        ))),
     }
 }
 
@@ -163,14 +185,7 @@ async fn forward(
 
 /// Proposes the batch here when this node leads, or sends it to the leader. Callers whose
 /// commands must not travel again get `NotLeader` on a follower.
-async fn submit(
-    id: NodeId,
-    raft: &Raft,
-    peers: &Peers,
-    commit_latency: &Histogram,
-    deadline: Duration,
-    batch: Vec<Pending>,
-) {
+async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogram, waits: Waits, batch: Vec<Pending>) {
     let leader = remote_leader(id, raft);
     let (batch, refused): (Vec<Pending>, Vec<Pending>) =
         batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
@@ -188,10 +203,12 @@ async fn submit(
     }
     let total = segments.len();
     let proposal = Proposal { segments };
+    tracing::debug!(?leader, total, "proposing a batch");
     let res = match &leader {
-        Some(addr) => forward(peers, addr, &proposal, deadline).await,
-        None => propose_as_leader(raft, proposal, commit_latency).await,
+        Some(addr) => forward(peers, addr, &proposal, waits.forward).await,
+        None => propose_as_leader(raft, proposal, commit_latency, waits.commit).await,
     };
+    tracing::debug!(?leader, ok = res.is_ok(), "batch answered");
     match res {
         Ok(done) if done.results.len() == total => {
             let mut results = done.results.into_iter();
@@ -218,7 +235,7 @@ async fn run(
     raft: Raft,
     peers: Peers,
     commit_latency: Histogram,
-    deadline: Duration,
+    waits: Waits,
     mut rx: mpsc::UnboundedReceiver<Pending>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -257,7 +274,7 @@ async fn run(
         let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            submit(id, &raft, &peers, &commit_latency, deadline, batch).await;
+            submit(id, &raft, &peers, &commit_latency, waits, batch).await;
         });
     }
 }

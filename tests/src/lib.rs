@@ -173,6 +173,20 @@ impl Cluster {
         panic!("no leader within 30 s");
     }
 
+    /// Whether node `i` is running and in the leader state now.
+    pub fn leads(&self, i: usize) -> bool {
+        self.nodes[i]
+            .as_ref()
+            .is_some_and(|n| n.raft.metrics().borrow().state == openraft::ServerState::Leader)
+    }
+
+    /// The leader node `i` knows of, if it runs and knows one.
+    pub fn leader_seen_by(&self, i: usize) -> Option<u64> {
+        self.nodes[i]
+            .as_ref()
+            .and_then(|n| n.raft.metrics().borrow().current_leader)
+    }
+
     /// Stops node `i` (its data stays).
     pub async fn stop(&mut self, i: usize) {
         if let Some(n) = self.nodes[i].take() {
