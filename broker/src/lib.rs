@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod named_dir;
 pub mod node;
 pub mod partition_log;
+pub mod produce;
 pub mod reconcile_plan;
 pub mod record_batch;
 pub mod registration;

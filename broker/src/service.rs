@@ -8,21 +8,17 @@ use futures::Stream;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::Broker;
 use proto::ferry::*;
-use proto::topic_config;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::produce::{self, storage_error, MAX_WAIT_MS};
+use crate::record_batch;
 use crate::replica::{Replica, ReplicaError, Role};
 use crate::replica_manager::BrokerCore;
 
-/// Bytes a batch takes beyond its records: header plus a length per record.
-const BATCH_OVERHEAD: usize = 36;
-const RECORD_OVERHEAD: usize = 4;
 const DEFAULT_FETCH_BYTES: u32 = 1 << 20;
-const DEFAULT_ACK_TIMEOUT_MS: u32 = 30_000;
-const MAX_WAIT_MS: u32 = 60_000;
 
 /// Serves the broker's data plane.
 #[derive(Clone)]
@@ -35,55 +31,6 @@ impl BrokerService {
     pub fn new(core: Arc<BrokerCore>) -> Self {
         Self { core }
     }
-}
-
-/// The checks of a produce request that need no replica.
-fn check_produce(req: &ProduceRequest) -> Result<(), ReplicaError> {
-    if !(-1..=1).contains(&req.acks) {
-        return Err(ReplicaError::new(
-            ErrorCode::INVALID_REQUIRED_ACKS,
-            format!("acks must be 0, 1 or -1 (all), got {}", req.acks),
-        ));
-    }
-    if req.records.is_empty() {
-        return Err(ReplicaError::new(
-            ErrorCode::INVALID_REQUEST,
-            "records: no record given",
-        ));
-    }
-    Ok(())
-}
-
-/// Waits until the in-sync replicas hold everything before `next`, for at most `timeout_ms`,
-/// while this broker still leads at `epoch`.
-async fn await_in_sync(r: &Replica, epoch: u32, next: i64, timeout_ms: u32) -> Result<(), ReplicaError> {
-    let mut lost = false;
-    let done = r
-        .wait_until(Duration::from_millis(timeout_ms as u64), |r| {
-            let st = r.state();
-            if st.role != (Role::Leader { epoch }) {
-                lost = true;
-                return true;
-            }
-            st.high_watermark >= next
-        })
-        .await;
-    if lost {
-        return Err(ReplicaError::new(
-            ErrorCode::NOT_LEADER_OR_FOLLOWER,
-            format!("leadership of {} moved before the records were replicated", r.name()),
-        ));
-    }
-    if !done {
-        return Err(ReplicaError::new(
-            ErrorCode::REQUEST_TIMED_OUT,
-            format!(
-                "{}: the in-sync replicas did not confirm within {timeout_ms} ms",
-                r.name()
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Checks a follower's fetch against this leader's epoch and log; returns the epoch and the log
@@ -135,90 +82,20 @@ fn note_follower_fetch(r: &Replica, req: &ReplicaFetchRequest, leo: i64) -> Resu
     Ok(())
 }
 
-/// A log operation failed: a failed disk takes its dir offline; the client sees
-/// KAFKA_STORAGE_ERROR.
-fn storage_error(core: &BrokerCore, r: &Replica, e: crate::partition_log::LogError) -> ReplicaError {
-    core.report_log_error(&e);
-    ReplicaError::new(ErrorCode::KAFKA_STORAGE_ERROR, format!("{}: {e}", r.name()))
-}
-
 impl BrokerService {
-    /// The topic's `min.insync.replicas` and `max.message.bytes`, read without copying its configs
-    /// (this runs for every produce).
-    fn produce_limits(&self, topic: &str) -> (usize, u64) {
-        let view = self.core.view.read();
-        let none = std::collections::HashMap::new();
-        let config = view
-            .topics
-            .get(topic)
-            .and_then(|t| t.record.as_ref())
-            .map_or(&none, |r| &r.config);
-        (
-            topic_config::min_insync_replicas(config),
-            topic_config::max_message_bytes(config),
-        )
-    }
-
     async fn produce_inner(&self, req: ProduceRequest) -> Result<i64, ReplicaError> {
-        check_produce(&req)?;
+        produce::check_acks(req.acks)?;
+        if req.records.is_empty() {
+            return Err(ReplicaError::new(
+                ErrorCode::INVALID_REQUEST,
+                "records: no record given",
+            ));
+        }
         let r = self.core.replica(&req.topic, req.partition)?;
-        let (min_isr, max) = self.produce_limits(&req.topic);
-        let size = BATCH_OVERHEAD + req.records.iter().map(|v| v.len() + RECORD_OVERHEAD).sum::<usize>();
-        if size as u64 > max {
-            return Err(ReplicaError::new(
-                ErrorCode::MESSAGE_TOO_LARGE,
-                format!(
-                    "the batch for {} is {size} bytes, larger than max.message.bytes {max}",
-                    r.name()
-                ),
-            ));
-        }
-        let (epoch, base, next) = self.append_as_leader(&r, &req, min_isr)?;
-        r.update_high_watermark();
-        r.notify();
-        if req.acks != -1 {
-            return Ok(if req.acks == 0 { -1 } else { base });
-        }
-        let timeout = match req.timeout_ms {
-            0 => DEFAULT_ACK_TIMEOUT_MS,
-            t => t.min(MAX_WAIT_MS),
-        };
-        await_in_sync(&r, epoch, next, timeout).await?;
-        Ok(base)
-    }
-
-    /// Appends the records as this partition's leader, once `acks=all` finds enough replicas in
-    /// sync; returns the leader epoch, the first offset and the offset after the last.
-    fn append_as_leader(
-        &self,
-        r: &Replica,
-        req: &ProduceRequest,
-        min_isr: usize,
-    ) -> Result<(u32, i64, i64), ReplicaError> {
-        let st = r.state();
-        let Role::Leader { epoch } = st.role else {
-            drop(st);
-            return Err(r
-                .leader_epoch()
-                .err()
-                .unwrap_or_else(|| ReplicaError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, "leadership moved")));
-        };
-        if req.acks == -1 && st.meta.isr.len() < min_isr {
-            return Err(ReplicaError::new(
-                ErrorCode::NOT_ENOUGH_REPLICAS,
-                format!(
-                    "{} has {} in-sync replicas {:?}, fewer than min.insync.replicas {min_isr}",
-                    r.name(),
-                    st.meta.isr.len(),
-                    st.meta.isr
-                ),
-            ));
-        }
-        let (base, next) = r
-            .log()
-            .append_as_leader(&req.records, epoch, self.core.config.clock.wall_ms() as i64)
-            .map_err(|e| storage_error(&self.core, r, e))?;
-        Ok((epoch, base, next))
+        // The same batch a Kafka client would send; the leader gives it its offsets.
+        let batch = record_batch::try_encode_batch(0, 0, self.core.config.clock.wall_ms() as i64, &req.records)
+            .map_err(|e| produce::batch_refusal(&r.name(), &e))?;
+        produce::append(&self.core, &r, batch, req.acks, req.timeout_ms).await
     }
 
     async fn fetch_inner(&self, req: FetchRequest) -> Result<FetchResponse, ReplicaError> {

@@ -221,7 +221,10 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
     println!("bootstrap: {first}");
     let kafka: Vec<String> = nodes.iter().filter_map(|n| n.kafka_addr().map(String::from)).collect();
     if !kafka.is_empty() {
-        println!("kafka bootstrap: {} (ApiVersions and Metadata so far)", kafka.join(","));
+        println!(
+            "kafka bootstrap: {} (Metadata, Produce, Fetch and offsets; no admin APIs or groups yet)",
+            kafka.join(",")
+        );
     }
     println!(
         "cluster credential: {} (ferry kv writes under /brokers, /admin, /config, /controller, /cluster need --cluster-credential-file)",

@@ -13,9 +13,42 @@ use kafka_protocol::protocol::StrBytes;
 use proto::cluster_view::ClusterView;
 use proto::errors::ErrorCode;
 
-/// The APIs served, with the versions: the maxima of a Kafka 3.7 broker, since clients infer
-/// the broker's version from them.
-pub const SERVED: &[(ApiKey, i16, i16)] = &[(ApiKey::Metadata, 0, 12), (ApiKey::ApiVersions, 0, 3)];
+/// An API served: the versions advertised and the oldest one decoded.
+pub struct Served {
+    /// The API.
+    pub api: ApiKey,
+    /// The oldest version advertised.
+    pub advertised_min: i16,
+    /// The oldest version decoded; older ones close the connection.
+    pub decoded_min: i16,
+    /// The newest version served.
+    pub max: i16,
+}
+
+const fn api(api: ApiKey, advertised_min: i16, decoded_min: i16, max: i16) -> Served {
+    Served {
+        api,
+        advertised_min,
+        decoded_min,
+        max,
+    }
+}
+
+/// The APIs served. Clients infer the broker's version and features from the ranges, so they
+/// are a Kafka 3.x broker's: librdkafka, for one, turns gzip, snappy and lz4 off unless Produce
+/// v2 and Fetch v2 are in range. Versions below the decoded minimum (the pre-2017 message
+/// formats) are advertised but not decoded; no current client sends them. The maxima stop at
+/// Fetch v12 and ListOffsets v6: later ones need topic ids and the max-timestamp lookup.
+pub const SERVED: &[Served] = &[
+    api(ApiKey::Produce, 0, 3, 11),
+    api(ApiKey::Fetch, 0, 4, 12),
+    api(ApiKey::ListOffsets, 1, 1, 6),
+    api(ApiKey::Metadata, 0, 0, 12),
+    api(ApiKey::OffsetForLeaderEpoch, 2, 2, 4),
+    api(ApiKey::FindCoordinator, 0, 0, 4),
+    api(ApiKey::InitProducerId, 0, 0, 4),
+    api(ApiKey::ApiVersions, 0, 0, 3),
+];
 
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
 /// and go out as UNKNOWN_SERVER_ERROR (-1); the message carries the detail where a field has room.
@@ -30,7 +63,7 @@ pub fn wire(code: ErrorCode) -> i16 {
 pub fn served(key: i16, version: i16) -> bool {
     SERVED
         .iter()
-        .any(|(k, min, max)| *k as i16 == key && (*min..=*max).contains(&version))
+        .any(|s| s.api as i16 == key && (s.decoded_min..=s.max).contains(&version))
 }
 
 /// The ApiVersions answer; `error` is UNSUPPORTED_VERSION when the request's version is not
@@ -40,11 +73,11 @@ pub fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
     r.error_code = wire(error);
     r.api_keys = SERVED
         .iter()
-        .map(|(k, min, max)| {
+        .map(|s| {
             let mut v = ApiVersion::default();
-            v.api_key = *k as i16;
-            v.min_version = *min;
-            v.max_version = *max;
+            v.api_key = s.api as i16;
+            v.min_version = s.advertised_min;
+            v.max_version = s.max;
             v
         })
         .collect();

@@ -1,17 +1,26 @@
-//! The Kafka listener of a broker: Kafka's own clients and tools reach Ferry here. This first
-//! step serves ApiVersions and Metadata; the other APIs answer nothing and the connection
-//! closes, as a Kafka broker does for an API it does not know. Frames are bounded and checked
-//! (`frame`) before the protocol crate decodes them; the answers are built as plain data
-//! (`apis`).
+//! The Kafka listener of a broker: Kafka's own clients and tools reach Ferry here. It serves
+//! ApiVersions, Metadata, Produce, Fetch, ListOffsets and OffsetForLeaderEpoch; any other API
+//! answers nothing and the connection closes, as a Kafka broker does for an API it does not
+//! know. Frames are bounded (`frame`) and every count and length in them proven true (`walk`,
+//! with the shapes in `schemas`) before the protocol crate decodes them; the answers are built
+//! in `apis` (metadata) and `data` (records).
 
 pub mod apis;
+pub mod data;
 pub mod frame;
+pub mod groups;
+pub mod producer_ids;
+pub mod schemas;
+pub mod walk;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, MetadataRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +28,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::replica_manager::BrokerCore;
 use frame::FrameError;
+use producer_ids::ProducerIds;
 
 /// `socket.request.max.bytes`: Kafka's default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
@@ -27,6 +37,7 @@ const IDLE: Duration = Duration::from_secs(600);
 
 /// Serves Kafka clients on `listener` until the task is aborted.
 pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, max_request_bytes: usize) {
+    let ids = Arc::new(ProducerIds::new(core.id, core.config.clock.wall_ms()));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -38,8 +49,9 @@ pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, max_request_byt
         };
         let _ = stream.set_nodelay(true);
         let core = core.clone();
+        let ids = ids.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &core, max_request_bytes).await {
+            if let Err(e) = connection(stream, &core, &ids, max_request_bytes).await {
                 tracing::info!(%peer, error = %e, "kafka connection closed");
             }
         });
@@ -60,7 +72,7 @@ enum ConnError {
 }
 
 /// One client connection: requests are answered in order, as Kafka does.
-async fn connection(mut stream: TcpStream, core: &BrokerCore, max: usize) -> Result<(), ConnError> {
+async fn connection(mut stream: TcpStream, core: &BrokerCore, ids: &ProducerIds, max: usize) -> Result<(), ConnError> {
     loop {
         let size = match tokio::time::timeout(IDLE, stream.read_i32()).await {
             Err(_) => return Err(ConnError::Idle(IDLE)),
@@ -70,13 +82,15 @@ async fn connection(mut stream: TcpStream, core: &BrokerCore, max: usize) -> Res
         let size = frame::check_size(size, max)?;
         let mut buf = vec![0u8; size];
         stream.read_exact(&mut buf).await?;
-        let response = handle(core, Bytes::from(buf))?;
-        stream.write_all(&response).await?;
+        if let Some(response) = handle(core, ids, Bytes::from(buf)).await? {
+            stream.write_all(&response).await?;
+        }
     }
 }
 
-/// Answers one request frame with the response frame (size prefix included).
-fn handle(core: &BrokerCore, mut frame: Bytes) -> Result<Bytes, ConnError> {
+/// Answers one request frame with the response frame (size prefix included), or `None` when
+/// Kafka sends no answer (Produce at acks 0).
+async fn handle(core: &BrokerCore, ids: &ProducerIds, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
     let (key, version) = frame::key_and_version(&frame)?;
     let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
     let served = apis::served(key, version);
@@ -87,16 +101,17 @@ fn handle(core: &BrokerCore, mut frame: Bytes) -> Result<Bytes, ConnError> {
     // must answer any version, and its header layout never changed past v2.
     let header_version = api.request_header_version(if served { version } else { 3 });
     let header = RequestHeader::decode(&mut frame, header_version).map_err(malformed)?;
-    let correlation = header.correlation_id;
-    match api {
+    let c = header.correlation_id;
+    if let Some((fields, flexible)) = schemas::schema(api, version) {
+        walk::walk(&frame, &fields, flexible)?;
+    }
+    let answer = match api {
         ApiKey::ApiVersions if !served => {
             // Kafka answers an unknown ApiVersions version with v0 and UNSUPPORTED_VERSION.
-            respond(api, 0, correlation, &apis::api_versions(ErrorCode::UNSUPPORTED_VERSION))
+            respond(api, 0, c, &apis::api_versions(ErrorCode::UNSUPPORTED_VERSION))
         }
-        ApiKey::ApiVersions => respond(api, version, correlation, &apis::api_versions(ErrorCode::NONE)),
+        ApiKey::ApiVersions => respond(api, version, c, &apis::api_versions(ErrorCode::NONE)),
         ApiKey::Metadata => {
-            // Topic entries are at least 2 bytes (a name's length) or 18 (an id and more).
-            frame::check_array_count(&frame, version >= 9, if version >= 10 { 18 } else { 2 })?;
             let req = MetadataRequest::decode(&mut frame, version).map_err(malformed)?;
             let topics = match req.topics {
                 // v0 asks for every topic with an empty list; later versions with null.
@@ -106,10 +121,38 @@ fn handle(core: &BrokerCore, mut frame: Bytes) -> Result<Bytes, ConnError> {
                 _ => None,
             };
             let answer = apis::metadata(&core.view.read(), topics, core.id);
-            respond(api, version, correlation, &answer)
+            respond(api, version, c, &answer)
+        }
+        ApiKey::Produce => {
+            let req = ProduceRequest::decode(&mut frame, version).map_err(malformed)?;
+            match data::produce(core, req, version).await {
+                Some(answer) => respond(api, version, c, &answer),
+                None => return Ok(None),
+            }
+        }
+        ApiKey::Fetch => {
+            let req = FetchRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &data::fetch(core, req, version).await)
+        }
+        ApiKey::ListOffsets => {
+            let req = ListOffsetsRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &data::list_offsets(core, req, version))
+        }
+        ApiKey::OffsetForLeaderEpoch => {
+            let req = OffsetForLeaderEpochRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &data::offset_for_leader_epoch(core, req))
+        }
+        ApiKey::InitProducerId => {
+            let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &producer_ids::init_producer_id(ids, &req))
+        }
+        ApiKey::FindCoordinator => {
+            let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::find_coordinator(req, version))
         }
         _ => Err(ConnError::Unsupported(key, version)),
-    }
+    }?;
+    Ok(Some(answer))
 }
 
 fn malformed(e: impl std::fmt::Display) -> ConnError {

@@ -9,6 +9,9 @@
 //! except the last is non-empty and fsynced, and at least one segment always exists.
 
 mod epoch_cache;
+mod error;
+pub mod producer_state;
+mod read;
 mod segment;
 #[cfg(test)]
 mod tests;
@@ -17,11 +20,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
+use crate::record_batch::{self, BatchHeader};
 
-use crate::record_batch::{self, BatchError, BatchHeader};
+pub(crate) use error::io_err;
+pub use error::LogError;
 
 use epoch_cache::EpochCache;
+use producer_state::{ProducerStates, SequenceCheck};
 use segment::Segment;
 
 /// Tuning knobs for a partition log.
@@ -46,52 +51,6 @@ impl Default for LogConfig {
             fsync_on_append: false,
             fsync_on_roll: true,
         }
-    }
-}
-
-/// Errors from partition log operations.
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    /// A file system operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// Data on disk is damaged in a way recovery cannot repair by truncating the tail.
-    #[error("corrupt log file {path}: {detail}")]
-    Corrupt { path: PathBuf, detail: String },
-    /// The requested offset is not in the log.
-    #[error("offset {offset} is out of range: the log holds offsets {start}..{end}")]
-    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
-    /// A replicated batch does not start at the log end offset.
-    #[error("replicated batch starts at offset {got} but the log ends at {expected}")]
-    NonContiguous { expected: i64, got: i64 },
-    /// An append had no records.
-    #[error("cannot append an empty set of records")]
-    Empty,
-    /// The records do not fit in one batch.
-    #[error("records too large for one batch: {0}")]
-    TooLarge(#[source] BatchError),
-    /// Replicated bytes are not a sequence of whole, valid batches.
-    #[error("invalid replicated batch: {0}")]
-    InvalidBatch(#[source] BatchError),
-    /// A batch's leader epoch is older than the latest epoch already in the log.
-    #[error("leader epoch {epoch} is older than the log's latest epoch {latest}")]
-    StaleEpoch { epoch: u32, latest: u32 },
-    /// The configuration cannot be used.
-    #[error("invalid log config: {0}")]
-    InvalidConfig(String),
-}
-
-/// Wraps an I/O error with what was being done to which file.
-pub(crate) fn io_err(op: &'static str, path: &Path, source: std::io::Error) -> LogError {
-    LogError::Io {
-        op,
-        path: path.to_path_buf(),
-        source,
     }
 }
 
@@ -151,6 +110,9 @@ pub struct PartitionLog {
     /// Base offset -> segment; never empty, the last one is active.
     segments: BTreeMap<i64, Segment>,
     epochs: EpochCache,
+    /// Idempotent producers' sequences, built from the batches when first needed and dropped
+    /// on truncation (then built again): most partitions never need it.
+    producers: Option<ProducerStates>,
 }
 
 impl PartitionLog {
@@ -237,6 +199,7 @@ impl PartitionLog {
             cfg,
             segments,
             epochs,
+            producers: None,
         };
         log.recover_epochs(found, &tail_epochs)?;
         Ok(log)
@@ -326,15 +289,43 @@ impl PartitionLog {
         if records.is_empty() {
             return Err(LogError::Empty);
         }
-        self.check_epoch(leader_epoch, self.latest_epoch())?;
-        let base = self.log_end_offset();
         let batch =
-            record_batch::try_encode_batch(base, leader_epoch, timestamp_ms, records).map_err(LogError::TooLarge)?;
-        // Our own encoding, so this cannot fail short of a bug; a header error is still reported, not unwrapped.
-        let header = record_batch::verify(&batch).map_err(LogError::TooLarge)?;
+            record_batch::try_encode_batch(0, leader_epoch, timestamp_ms, records).map_err(LogError::TooLarge)?;
+        self.append_batch_as_leader(batch, leader_epoch)
+    }
+
+    /// Appends one batch a client produced: it is checked whole, then given the next offsets and
+    /// `leader_epoch` (outside its CRC), and written as it came. Returns (base offset, new log
+    /// end offset).
+    pub fn append_batch_as_leader(&mut self, mut batch: Vec<u8>, leader_epoch: u32) -> Result<(i64, i64), LogError> {
+        let produced = record_batch::verify(&batch).map_err(LogError::InvalidBatch)?;
+        self.check_epoch(leader_epoch, self.latest_epoch())?;
+        if produced.producer_id >= 0 {
+            if let SequenceCheck::Duplicate(base) = self.producer_states()?.check(&produced)? {
+                // A retry of a batch already written: its offsets, and nothing written again.
+                return Ok((base, self.log_end_offset()));
+            }
+        }
+        let base = self.log_end_offset();
+        record_batch::set_offsets(&mut batch, base, leader_epoch);
+        // Checked above; only the offsets changed, which cannot fail short of an overflow.
+        let header = record_batch::verify(&batch).map_err(LogError::InvalidBatch)?;
         self.append_batch(&batch, &header)?;
         self.after_append()?;
         Ok((base, self.log_end_offset()))
+    }
+
+    /// The producers' sequences, built from every batch header on first use.
+    fn producer_states(&mut self) -> Result<&mut ProducerStates, LogError> {
+        if self.producers.is_none() {
+            let mut states = ProducerStates::default();
+            for seg in self.segments.values() {
+                seg.for_each_header(&mut |h| states.record(h))?;
+            }
+            self.producers = Some(states);
+        }
+        // Set just above when it was missing.
+        Ok(self.producers.get_or_insert_with(ProducerStates::default))
     }
 
     /// Follower path: appends whole batches copied from the leader verbatim; returns the new log end offset.
@@ -395,6 +386,11 @@ impl PartitionLog {
         }
         let interval = self.cfg.index_interval_bytes;
         let res = self.active_mut().append(batch, h, interval);
+        if res.is_ok() {
+            if let Some(p) = self.producers.as_mut() {
+                p.record(h);
+            }
+        }
         if res.is_err() && new_epoch {
             // Best effort: do not advertise an epoch with no data; a leftover entry is dropped on reopen anyway.
             let _ = self.epochs.truncate_from_end(h.base_offset);
@@ -414,72 +410,6 @@ impl PartitionLog {
         Ok(())
     }
 
-    fn check_range(&self, offset: i64) -> Result<(), LogError> {
-        let (start, end) = (self.log_start_offset(), self.log_end_offset());
-        if offset < start || offset > end {
-            return Err(LogError::OffsetOutOfRange { offset, start, end });
-        }
-        Ok(())
-    }
-
-    /// Raw whole batches starting with the one containing `offset`, each ending at or before `upto`.
-    ///
-    /// Returns at least one batch if one qualifies, even if it is larger than `max_bytes`; otherwise stops
-    /// before exceeding `max_bytes`. Empty at the log end offset.
-    pub fn read(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<u8>, LogError> {
-        self.check_range(offset)?;
-        let mut out = Vec::new();
-        if offset == self.log_end_offset() {
-            return Ok(out);
-        }
-        let (&first_base, first) = self.segments.range(..=offset).next_back().expect("offset >= log start");
-        let (mut pos, _) = first.find_batch(offset)?;
-        for seg in self.segments.range(first_base..).map(|(_, s)| s) {
-            let run_start = pos;
-            let mut done = false;
-            while pos < seg.size {
-                let h = seg.header_at_checked(pos)?;
-                let taken = out.len() + (pos - run_start) as usize;
-                if h.next_offset() > upto || (taken > 0 && taken + h.total_len > max_bytes) {
-                    done = true;
-                    break;
-                }
-                pos += h.total_len as u64;
-            }
-            seg.read_bytes(run_start, (pos - run_start) as usize, &mut out)?;
-            if done {
-                break;
-            }
-            pos = 0;
-        }
-        Ok(out)
-    }
-
-    /// Decoded records with offsets in `offset..upto`, from the batches [`read`](Self::read) would return.
-    pub fn read_records(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<(i64, Bytes)>, LogError> {
-        let raw = Bytes::from(self.read(offset, max_bytes, upto)?);
-        let mut out = Vec::new();
-        let mut pos = 0;
-        while pos < raw.len() {
-            let corrupt = |e: BatchError| LogError::Corrupt {
-                path: self.dir.clone(),
-                detail: format!("batch read at offset {offset} fails verification: {e}"),
-            };
-            let h = record_batch::parse_header(&raw[pos..])
-                .map_err(corrupt)?
-                .ok_or_else(|| {
-                    corrupt(BatchError::Incomplete {
-                        needed: 0,
-                        available: raw.len() - pos,
-                    })
-                })?;
-            let recs = record_batch::records_from_bytes(raw.slice(pos..pos + h.total_len)).map_err(corrupt)?;
-            out.extend(recs.into_iter().filter(|(o, _)| *o >= offset && *o < upto));
-            pos += h.total_len;
-        }
-        Ok(out)
-    }
-
     /// Removes every record at or after `offset`; a batch containing `offset` is dropped whole.
     ///
     /// No-op if `offset` is at or past the log end offset; an error if it is before the log start.
@@ -488,6 +418,8 @@ impl PartitionLog {
             return Ok(());
         }
         self.check_range(offset)?;
+        // Truncated batches may have been any producer's last: rebuilt when next needed.
+        self.producers = None;
         let keep_base = *self
             .segments
             .range(..=offset)
@@ -546,6 +478,7 @@ impl PartitionLog {
     /// as `cp` does). Only at a segment boundary: this log must end at `src.base` with an empty
     /// active segment there. On any error the log is left as it was.
     pub fn adopt_segment_copy(&mut self, src: &SealedSegment) -> Result<(), LogError> {
+        self.producers = None;
         let active = self.active();
         if active.base != src.base || active.size != 0 {
             return Err(LogError::NonContiguous {

@@ -8,7 +8,7 @@ use crate::record_batch::{self, BatchHeader, HEADER_LEN};
 
 use super::{io_err, LogError};
 
-/// Bytes per index entry: relative offset u32 + file position u32.
+/// Bytes per index entry: relative offset u32 + file position u32, big-endian as in Kafka's `.index`.
 const INDEX_ENTRY_LEN: usize = 8;
 
 /// File name stem for a segment: the base offset, zero-padded to 20 digits.
@@ -158,8 +158,8 @@ impl Segment {
         let mut entries: Vec<IndexEntry> = Vec::with_capacity(buf.len() / INDEX_ENTRY_LEN);
         let mut clean = buf.len().is_multiple_of(INDEX_ENTRY_LEN);
         for chunk in buf.chunks_exact(INDEX_ENTRY_LEN) {
-            let rel = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            let pos = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+            let rel = u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            let pos = u32::from_be_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
             let ordered = entries.last().is_none_or(|l| rel > l.rel && pos > l.pos);
             if !ordered || u64::from(pos) >= self.size {
                 clean = false;
@@ -333,8 +333,8 @@ impl Segment {
     fn write_index_file(&self) -> Result<(), LogError> {
         let mut buf = Vec::with_capacity(self.index.len() * INDEX_ENTRY_LEN);
         for e in &self.index {
-            buf.extend_from_slice(&e.rel.to_le_bytes());
-            buf.extend_from_slice(&e.pos.to_le_bytes());
+            buf.extend_from_slice(&e.rel.to_be_bytes());
+            buf.extend_from_slice(&e.pos.to_be_bytes());
         }
         if buf.is_empty() && !self.index_file.is_open() {
             // Nothing to write; only clear a stale file, without keeping it open.
@@ -397,8 +397,8 @@ impl Segment {
         if self.index.len() > before {
             let e = self.index[before];
             let mut buf = [0u8; INDEX_ENTRY_LEN];
-            buf[..4].copy_from_slice(&e.rel.to_le_bytes());
-            buf[4..].copy_from_slice(&e.pos.to_le_bytes());
+            buf[..4].copy_from_slice(&e.rel.to_be_bytes());
+            buf[4..].copy_from_slice(&e.pos.to_be_bytes());
             let at = (before * INDEX_ENTRY_LEN) as u64;
             if let Err(err) = self.index_file.get().and_then(|f| f.write_all_at(&buf, at)) {
                 // The index is only a lookup aid; losing an entry costs a longer scan, not data.

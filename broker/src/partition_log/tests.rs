@@ -1,6 +1,8 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 
+use bytes::Bytes;
+
 use super::*;
 use crate::record_batch::encode_batch;
 
@@ -198,7 +200,7 @@ fn segments_roll_and_reads_span_them() {
 
     let all = log.read_records(0, usize::MAX, i64::MAX).unwrap();
     assert_eq!(vals(&all), (0..30).map(|o| (o, format!("r{o}"))).collect::<Vec<_>>());
-    let mid = log.read_records(7, 400, i64::MAX).unwrap();
+    let mid = log.read_records(7, 800, i64::MAX).unwrap();
     assert_eq!(mid[0].0, 7);
     assert!(mid.len() > 5, "a read continues into later segments");
 
@@ -283,7 +285,7 @@ fn torn_tail_is_truncated_on_reopen() {
 
     // Header claiming an absurd length must not cause a huge allocation or panic.
     let mut bogus = encode_batch(13, 0, 0, &["x"]);
-    bogus[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    bogus[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
     append_bytes(&last_log_file(tmp.path()), &bogus);
     let log = PartitionLog::open(tmp.path(), cfg).unwrap();
     assert_eq!(log.log_end_offset(), 13);
@@ -377,8 +379,8 @@ fn older_segment_index_missing_or_corrupt_is_rebuilt() {
     // Plausibly ordered entries that point at the wrong places.
     let mut bad = Vec::new();
     for (rel, pos) in [(1u32, 3u32), (2, 9)] {
-        bad.extend(rel.to_le_bytes());
-        bad.extend(pos.to_le_bytes());
+        bad.extend(rel.to_be_bytes());
+        bad.extend(pos.to_be_bytes());
     }
     fs::write(&second, &bad).unwrap();
     // And a stray index with no log next to it.

@@ -1,0 +1,382 @@
+//! The data APIs of the Kafka listener: Produce, Fetch, ListOffsets and OffsetForLeaderEpoch.
+//! Produce goes through the one produce path (`crate::produce`); Fetch serves the stored batch
+//! bytes as they are on disk, without decoding them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use proto::errors::ErrorCode;
+
+use super::apis::wire;
+use crate::produce;
+use crate::replica::{Replica, ReplicaError};
+use crate::replica_manager::BrokerCore;
+
+/// A partition index from the wire: negative ones do not exist.
+fn replica(core: &BrokerCore, topic: &str, partition: i32) -> Result<Arc<Replica>, ReplicaError> {
+    let p = u32::try_from(partition).map_err(|_| {
+        ReplicaError::new(
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            format!("{topic}-{partition}: no such partition"),
+        )
+    })?;
+    core.replica(topic, p)
+}
+
+/// The replica, if this broker leads it at the epoch the client knows (-1: any).
+fn led(core: &BrokerCore, topic: &str, partition: i32, client_epoch: i32) -> Result<(Arc<Replica>, u32), ReplicaError> {
+    let r = replica(core, topic, partition)?;
+    let epoch = r.leader_epoch()?;
+    if client_epoch >= 0 {
+        let client = client_epoch as u32;
+        if client < epoch {
+            return Err(ReplicaError::new(
+                ErrorCode::FENCED_LEADER_EPOCH,
+                format!("{}: leader epoch {client} is older than {epoch}", r.name()),
+            ));
+        }
+        if client > epoch {
+            return Err(ReplicaError::new(
+                ErrorCode::UNKNOWN_LEADER_EPOCH,
+                format!("{}: leader epoch {client} is newer than {epoch}", r.name()),
+            ));
+        }
+    }
+    Ok((r, epoch))
+}
+
+fn message(e: &ReplicaError) -> Option<StrBytes> {
+    Some(StrBytes::from_string(e.message.clone()))
+}
+
+/// Answers a Produce request; `None` for acks 0, which Kafka does not answer.
+pub async fn produce(core: &BrokerCore, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+    let acks = i32::from(req.acks);
+    let timeout = u32::try_from(req.timeout_ms).unwrap_or(0);
+    // Every partition is appended, then all wait for their in-sync replicas together.
+    let topics = req.topic_data.into_iter().map(|t| async move {
+        let name = t.name.0.to_string();
+        let parts = t.partition_data.into_iter().map(|p| {
+            let name = name.clone();
+            async move {
+                let mut out = PartitionProduceResponse::default();
+                out.index = p.index;
+                out.log_append_time_ms = -1;
+                match produce_partition(core, &name, p.index, p.records, acks, timeout).await {
+                    Ok((base, start)) => {
+                        out.base_offset = base;
+                        // Fields a version lacks must keep their defaults, or encoding fails.
+                        if version >= 5 {
+                            out.log_start_offset = start;
+                        }
+                    }
+                    Err(e) => {
+                        out.error_code = wire(e.code);
+                        if version >= 8 {
+                            out.error_message = message(&e);
+                        }
+                        out.base_offset = -1;
+                    }
+                }
+                out
+            }
+        });
+        let mut t_out = TopicProduceResponse::default();
+        t_out.name = t.name;
+        t_out.partition_responses = futures::future::join_all(parts).await;
+        t_out
+    });
+    let responses = futures::future::join_all(topics).await;
+    if acks == 0 {
+        return None;
+    }
+    let mut r = ProduceResponse::default();
+    r.responses = responses;
+    Some(r)
+}
+
+async fn produce_partition(
+    core: &BrokerCore,
+    topic: &str,
+    partition: i32,
+    records: Option<Bytes>,
+    acks: i32,
+    timeout: u32,
+) -> Result<(i64, i64), ReplicaError> {
+    produce::check_acks(acks)?;
+    let r = replica(core, topic, partition)?;
+    let records = records.unwrap_or_default();
+    produce::check_produced(&r.name(), &records)?;
+    let base = produce::append(core, &r, records.to_vec(), acks, timeout).await?;
+    let start = r.log().log_start_offset();
+    Ok((base, start))
+}
+
+/// Bytes a Fetch answer carries when the request names no limit.
+const DEFAULT_FETCH_MAX_BYTES: usize = 50 << 20;
+
+/// One partition's part of a Fetch.
+struct Wanted {
+    topic: usize,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+    epoch: i32,
+}
+
+/// Answers a Fetch request: waits up to its `max_wait_ms` for `min_bytes` of data over every
+/// partition asked, and serves the stored batches up to the high watermark.
+pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchResponse {
+    let names: Vec<_> = req.topics.iter().map(|t| t.topic.clone()).collect();
+    let wanted: Vec<Wanted> = req
+        .topics
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| {
+            t.partitions.iter().map(move |p| Wanted {
+                topic: i,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                epoch: p.current_leader_epoch,
+            })
+        })
+        .collect();
+    let total = match usize::try_from(req.max_bytes) {
+        Ok(0) | Err(_) => DEFAULT_FETCH_MAX_BYTES,
+        Ok(n) => n,
+    };
+    let wait = Duration::from_millis(
+        u64::try_from(req.max_wait_ms)
+            .unwrap_or(0)
+            .min(produce::MAX_WAIT_MS as u64),
+    );
+    let deadline = tokio::time::Instant::now() + wait;
+    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    loop {
+        // Subscribe before reading, so that a change in between is not missed.
+        let mut watches: Vec<_> = wanted
+            .iter()
+            .filter_map(|w| replica(core, &names[w.topic].0, w.partition).ok())
+            .map(|r| r.subscribe())
+            .collect();
+        let (parts, bytes, errors) = gather(core, &names, &wanted, total, version);
+        if bytes >= min_bytes.max(1) || errors || watches.is_empty() || tokio::time::Instant::now() >= deadline {
+            return answer(&names, parts);
+        }
+        let changed = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let (parts, _, _) = gather(core, &names, &wanted, total, version);
+            return answer(&names, parts);
+        }
+    }
+}
+
+/// Reads every wanted partition once; returns the answers, the bytes read and whether any
+/// partition answered an error (which is sent at once, as Kafka does).
+fn gather(
+    core: &BrokerCore,
+    names: &[kafka_protocol::messages::TopicName],
+    wanted: &[Wanted],
+    total: usize,
+    version: i16,
+) -> (Vec<(usize, PartitionData)>, usize, bool) {
+    let mut left = total;
+    let mut bytes = 0;
+    let mut errors = false;
+    let mut out = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let mut p = PartitionData::default();
+        p.partition_index = w.partition;
+        if version >= 11 {
+            p.preferred_read_replica = BrokerId(-1);
+        }
+        // librdkafka refuses a null record set, so an empty one is empty bytes.
+        p.records = Some(Bytes::new());
+        match read_partition(core, &names[w.topic].0, w, left) {
+            Ok((hw, start, records)) => {
+                p.high_watermark = hw;
+                p.last_stable_offset = hw;
+                if version >= 5 {
+                    p.log_start_offset = start;
+                }
+                left = left.saturating_sub(records.len());
+                bytes += records.len();
+                p.records = Some(records);
+            }
+            Err(e) => {
+                errors = true;
+                p.error_code = wire(e.code);
+                p.high_watermark = -1;
+                p.last_stable_offset = -1;
+            }
+        }
+        out.push((w.topic, p));
+    }
+    (out, bytes, errors)
+}
+
+/// One partition's high watermark, log start and batches from the fetch offset, at most
+/// `left` bytes (but one whole batch at least, while any room is left, as Kafka does).
+fn read_partition(core: &BrokerCore, topic: &str, w: &Wanted, left: usize) -> Result<(i64, i64, Bytes), ReplicaError> {
+    let (r, _) = led(core, topic, w.partition, w.epoch)?;
+    let hw = r.state().high_watermark;
+    let log = r.log();
+    let (start, leo) = (log.log_start_offset(), log.log_end_offset());
+    if w.offset < start || w.offset > leo {
+        return Err(ReplicaError::new(
+            ErrorCode::OFFSET_OUT_OF_RANGE,
+            format!("{}: offset {} is outside {start}..{leo}", r.name(), w.offset),
+        ));
+    }
+    if w.offset >= hw || left == 0 || w.max_bytes == 0 {
+        return Ok((hw, start, Bytes::new()));
+    }
+    let raw = log
+        .read(w.offset, w.max_bytes.min(left), hw)
+        .map_err(|e| produce::storage_error(core, &r, e))?;
+    Ok((hw, start, Bytes::from(raw)))
+}
+
+fn answer(names: &[kafka_protocol::messages::TopicName], parts: Vec<(usize, PartitionData)>) -> FetchResponse {
+    let mut topics: Vec<FetchableTopicResponse> = names
+        .iter()
+        .map(|n| {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = n.clone();
+            t
+        })
+        .collect();
+    for (i, p) in parts {
+        topics[i].partitions.push(p);
+    }
+    let mut r = FetchResponse::default();
+    r.responses = topics;
+    r
+}
+
+/// ListOffsets' special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+
+/// Answers ListOffsets: the latest offset is the high watermark, the earliest the log start,
+/// and a timestamp finds the first batch at or after it.
+pub fn list_offsets(core: &BrokerCore, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    let mut resp = ListOffsetsResponse::default();
+    resp.topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let mut out = ListOffsetsTopicResponse::default();
+            out.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut o = ListOffsetsPartitionResponse::default();
+                    o.partition_index = p.partition_index;
+                    match list_offset(core, &t.name.0, p.partition_index, p.current_leader_epoch, p.timestamp) {
+                        Ok((offset, timestamp, epoch)) => {
+                            o.offset = offset;
+                            o.timestamp = timestamp;
+                            if version >= 4 {
+                                o.leader_epoch = epoch;
+                            }
+                        }
+                        Err(e) => {
+                            o.error_code = wire(e.code);
+                            o.offset = -1;
+                            o.timestamp = -1;
+                        }
+                    }
+                    o
+                })
+                .collect();
+            out.name = t.name;
+            out
+        })
+        .collect();
+    resp
+}
+
+fn list_offset(
+    core: &BrokerCore,
+    topic: &str,
+    partition: i32,
+    client_epoch: i32,
+    timestamp: i64,
+) -> Result<(i64, i64, i32), ReplicaError> {
+    let (r, epoch) = led(core, topic, partition, client_epoch)?;
+    let hw = r.state().high_watermark;
+    let log = r.log();
+    let epoch = epoch as i32;
+    match timestamp {
+        LATEST => Ok((hw, -1, epoch)),
+        EARLIEST => Ok((log.log_start_offset(), -1, epoch)),
+        t if t >= 0 => match log
+            .offset_for_timestamp(t)
+            .map_err(|e| produce::storage_error(core, &r, e))?
+        {
+            Some((offset, ts)) if offset < hw => Ok((offset, ts, epoch)),
+            _ => Ok((-1, -1, -1)),
+        },
+        t => Err(ReplicaError::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("{}: timestamp {t} is not served (only -1, -2 or a time)", r.name()),
+        )),
+    }
+}
+
+/// Answers OffsetForLeaderEpoch: where each asked epoch ended in this leader's log, or -1 and
+/// -1 when the log holds nothing of it.
+pub fn offset_for_leader_epoch(core: &BrokerCore, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let mut resp = OffsetForLeaderEpochResponse::default();
+    resp.topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let mut out = OffsetForLeaderTopicResult::default();
+            out.partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut o = EpochEndOffset::default();
+                    o.partition = p.partition;
+                    let found = led(core, &t.topic.0, p.partition, p.current_leader_epoch).map(|(r, _)| {
+                        u32::try_from(p.leader_epoch)
+                            .ok()
+                            .and_then(|e| r.log().end_offset_for_epoch(e))
+                    });
+                    match found {
+                        Ok(Some((epoch, end))) => {
+                            o.leader_epoch = epoch as i32;
+                            o.end_offset = end;
+                        }
+                        Ok(None) => {
+                            o.leader_epoch = -1;
+                            o.end_offset = -1;
+                        }
+                        Err(e) => {
+                            o.error_code = wire(e.code);
+                            o.leader_epoch = -1;
+                            o.end_offset = -1;
+                        }
+                    }
+                    o
+                })
+                .collect();
+            out.topic = t.topic;
+            out
+        })
+        .collect();
+    resp
+}

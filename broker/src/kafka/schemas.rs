@@ -1,0 +1,87 @@
+//! The shapes of the requests served, per version, for [`walk`](super::walk): only what a
+//! walk needs (field sizes, strings, byte arrays, arrays), taken from Kafka's message specs.
+
+use kafka_protocol::messages::ApiKey;
+
+use super::walk::{Field, I16, I32, I64, I8, UUID};
+
+fn arr(fields: Vec<Field>) -> Field {
+    Field::Array(fields)
+}
+
+/// Adds `f` when `on`.
+fn when(on: bool, f: Field) -> Option<Field> {
+    on.then_some(f)
+}
+
+/// The body schema of `api` at `version`, and whether that version is flexible; `None` for an
+/// API whose body has no array (nothing for a count to lie about).
+pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
+    let fields: Vec<Option<Field>> = match api {
+        ApiKey::Metadata => vec![
+            Some(arr(vec![when(v >= 10, UUID), Some(Field::Str)]
+                .into_iter()
+                .flatten()
+                .collect())),
+            when(v >= 4, I8),
+            when((8..=10).contains(&v), I8),
+            when(v >= 8, I8),
+        ],
+        ApiKey::Produce => vec![
+            Some(Field::Str),
+            Some(I16),
+            Some(I32),
+            Some(arr(vec![Field::Str, arr(vec![I32, Field::Bytes])])),
+        ],
+        ApiKey::Fetch => vec![
+            Some(I32),
+            Some(I32),
+            Some(I32),
+            Some(I32),
+            Some(I8),
+            when(v >= 7, I32),
+            when(v >= 7, I32),
+            Some(arr(vec![
+                Field::Str,
+                arr([
+                    Some(I32),
+                    when(v >= 9, I32),
+                    Some(I64),
+                    when(v >= 12, I32),
+                    when(v >= 5, I64),
+                    Some(I32),
+                ]
+                .into_iter()
+                .flatten()
+                .collect()),
+            ])),
+            when(v >= 7, arr(vec![Field::Str, Field::Ints(4)])),
+            when(v >= 11, Field::Str),
+        ],
+        ApiKey::ListOffsets => vec![
+            Some(I32),
+            when(v >= 2, I8),
+            Some(arr(vec![
+                Field::Str,
+                arr([Some(I32), when(v >= 4, I32), Some(I64)]
+                    .into_iter()
+                    .flatten()
+                    .collect()),
+            ])),
+            when(v >= 10, I32),
+        ],
+        ApiKey::OffsetForLeaderEpoch => vec![when(v >= 3, I32), Some(arr(vec![Field::Str, arr(vec![I32, I32, I32])]))],
+        ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
+        _ => return None,
+    };
+    let flexible = match api {
+        ApiKey::Metadata => v >= 9,
+        ApiKey::Produce => v >= 9,
+        ApiKey::Fetch => v >= 12,
+        ApiKey::ListOffsets => v >= 6,
+        ApiKey::OffsetForLeaderEpoch => v >= 4,
+        ApiKey::FindCoordinator => v >= 3,
+        _ => false,
+    };
+    Some((fields.into_iter().flatten().collect(), flexible))
+}
