@@ -4,14 +4,13 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::controller_channels::ControllerChannels;
 use metastore::Client;
 use prost::Message;
 use proto::errors::ErrorCode;
-use proto::ferry::admin_client::AdminClient;
 use proto::ferry::broker_server::BrokerServer;
 use proto::ferry::{AlterPartitionRequest, BrokerRegistration};
 use proto::keys::{self, TopicKey};
@@ -160,6 +159,7 @@ impl Broker {
             tasks.push(tokio::spawn(crate::kafka::serve(
                 k.listener,
                 self.core.clone(),
+                crate::controller_channels::ControllerChannels::new(&self.cfg.quorum),
                 k.max_request_bytes,
             )));
         }
@@ -278,35 +278,6 @@ async fn follow_config(core: Arc<BrokerCore>, client: Client) {
                 .map(|r| r.config)
                 .unwrap_or_default();
         }
-    }
-}
-
-/// Channels to the quorum nodes for the broker's requests to the controller (any node answers),
-/// moving on to the next node after a failure.
-#[derive(Clone)]
-struct ControllerChannels {
-    channels: Arc<Vec<tonic::transport::Channel>>,
-    next: Arc<AtomicUsize>,
-}
-
-impl ControllerChannels {
-    fn new(quorum: &[String]) -> Option<Self> {
-        let channels: Vec<_> = quorum
-            .iter()
-            .filter_map(|q| metastore::peers::channel(q).ok())
-            .collect();
-        (!channels.is_empty()).then(|| Self {
-            channels: Arc::new(channels),
-            next: Arc::new(AtomicUsize::new(0)),
-        })
-    }
-
-    fn admin(&self) -> AdminClient<tonic::transport::Channel> {
-        AdminClient::new(self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone())
-    }
-
-    fn failed(&self) {
-        self.next.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -47,7 +47,12 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::OffsetForLeaderEpoch, 2, 2, 4),
     api(ApiKey::FindCoordinator, 0, 0, 4),
     api(ApiKey::InitProducerId, 0, 0, 4),
-    api(ApiKey::ApiVersions, 0, 0, 3),
+    api(ApiKey::ApiVersions, 0, 0, 4),
+    api(ApiKey::CreateTopics, 2, 2, 7),
+    api(ApiKey::DeleteTopics, 1, 1, 5),
+    api(ApiKey::AlterPartitionReassignments, 0, 0, 0),
+    api(ApiKey::ListPartitionReassignments, 0, 0, 0),
+    api(ApiKey::DescribeCluster, 0, 0, 1),
 ];
 
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
@@ -85,7 +90,7 @@ pub fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
 }
 
 /// A broker's Kafka address split into host and port, or `None` when it has none.
-fn host_port(endpoint: &str) -> Option<(String, i32)> {
+pub(crate) fn host_port(endpoint: &str) -> Option<(String, i32)> {
     let (host, port) = endpoint.rsplit_once(':')?;
     Some((
         host.trim_matches(|c| c == '[' || c == ']').to_string(),

@@ -5,6 +5,7 @@
 //! with the shapes in `schemas`) before the protocol crate decodes them; the answers are built
 //! in `apis` (metadata) and `data` (records).
 
+pub mod admin;
 pub mod apis;
 pub mod data;
 pub mod frame;
@@ -13,19 +14,24 @@ pub mod producer_ids;
 pub mod schemas;
 pub mod walk;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    AlterPartitionReassignmentsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
+    MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::controller_channels::ControllerChannels;
 use crate::replica_manager::BrokerCore;
 use frame::FrameError;
 use producer_ids::ProducerIds;
@@ -36,8 +42,16 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
 const IDLE: Duration = Duration::from_secs(600);
 
 /// Serves Kafka clients on `listener` until the task is aborted.
-pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, max_request_bytes: usize) {
-    let ids = Arc::new(ProducerIds::new(core.id, core.config.clock.wall_ms()));
+pub async fn serve(
+    listener: TcpListener,
+    core: Arc<BrokerCore>,
+    controller: Option<ControllerChannels>,
+    max_request_bytes: usize,
+) {
+    let ctx = Arc::new(Context {
+        ids: ProducerIds::new(core.id, core.config.clock.wall_ms()),
+        controller,
+    });
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -49,9 +63,9 @@ pub async fn serve(listener: TcpListener, core: Arc<BrokerCore>, max_request_byt
         };
         let _ = stream.set_nodelay(true);
         let core = core.clone();
-        let ids = ids.clone();
+        let ctx = ctx.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &core, &ids, max_request_bytes).await {
+            if let Err(e) = connection(stream, &core, &ctx, max_request_bytes).await {
                 tracing::info!(%peer, error = %e, "kafka connection closed");
             }
         });
@@ -72,7 +86,7 @@ enum ConnError {
 }
 
 /// One client connection: requests are answered in order, as Kafka does.
-async fn connection(mut stream: TcpStream, core: &BrokerCore, ids: &ProducerIds, max: usize) -> Result<(), ConnError> {
+async fn connection(mut stream: TcpStream, core: &BrokerCore, ctx: &Context, max: usize) -> Result<(), ConnError> {
     loop {
         let size = match tokio::time::timeout(IDLE, stream.read_i32()).await {
             Err(_) => return Err(ConnError::Idle(IDLE)),
@@ -82,7 +96,7 @@ async fn connection(mut stream: TcpStream, core: &BrokerCore, ids: &ProducerIds,
         let size = frame::check_size(size, max)?;
         let mut buf = vec![0u8; size];
         stream.read_exact(&mut buf).await?;
-        if let Some(response) = handle(core, ids, Bytes::from(buf)).await? {
+        if let Some(response) = handle(core, ctx, Bytes::from(buf)).await? {
             stream.write_all(&response).await?;
         }
     }
@@ -90,7 +104,7 @@ async fn connection(mut stream: TcpStream, core: &BrokerCore, ids: &ProducerIds,
 
 /// Answers one request frame with the response frame (size prefix included), or `None` when
 /// Kafka sends no answer (Produce at acks 0).
-async fn handle(core: &BrokerCore, ids: &ProducerIds, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
+async fn handle(core: &BrokerCore, ctx: &Context, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
     let (key, version) = frame::key_and_version(&frame)?;
     let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
     let served = apis::served(key, version);
@@ -144,15 +158,62 @@ async fn handle(core: &BrokerCore, ids: &ProducerIds, mut frame: Bytes) -> Resul
         }
         ApiKey::InitProducerId => {
             let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &producer_ids::init_producer_id(ids, &req))
+            respond(api, version, c, &producer_ids::init_producer_id(&ctx.ids, &req))
         }
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
             respond(api, version, c, &groups::find_coordinator(req, version))
         }
+        ApiKey::DescribeCluster => {
+            DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &admin::describe_cluster(&core.view.read(), core.id))
+        }
+        ApiKey::CreateTopics
+        | ApiKey::DeleteTopics
+        | ApiKey::AlterPartitionReassignments
+        | ApiKey::ListPartitionReassignments => {
+            let Some(ch) = ctx.controller.as_ref() else {
+                return Err(ConnError::Unsupported(key, version));
+            };
+            forward(api, version, c, ch, &mut frame).await
+        }
         _ => Err(ConnError::Unsupported(key, version)),
     }?;
     Ok(Some(answer))
+}
+
+/// What every connection of the listener shares.
+struct Context {
+    ids: ProducerIds,
+    controller: Option<ControllerChannels>,
+}
+
+/// Decodes an admin request, has the controller carry it out, and encodes the answer.
+async fn forward(
+    api: ApiKey,
+    version: i16,
+    c: i32,
+    ch: &ControllerChannels,
+    frame: &mut Bytes,
+) -> Result<Bytes, ConnError> {
+    match api {
+        ApiKey::CreateTopics => {
+            let req = CreateTopicsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &admin::create_topics(ch, req, version).await)
+        }
+        ApiKey::DeleteTopics => {
+            let req = DeleteTopicsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &admin::delete_topics(ch, req).await)
+        }
+        ApiKey::AlterPartitionReassignments => {
+            let req = AlterPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &admin::alter_partition_reassignments(ch, req).await)
+        }
+        _ => {
+            let req = ListPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &admin::list_partition_reassignments(ch, req).await)
+        }
+    }
 }
 
 fn malformed(e: impl std::fmt::Display) -> ConnError {

@@ -71,6 +71,22 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
             when(v >= 10, I32),
         ],
         ApiKey::OffsetForLeaderEpoch => vec![when(v >= 3, I32), Some(arr(vec![Field::Str, arr(vec![I32, I32, I32])]))],
+        ApiKey::CreateTopics => vec![
+            Some(arr(vec![
+                Field::Str,
+                I32,
+                I16,
+                arr(vec![I32, Field::Ints(4)]),
+                arr(vec![Field::Str, Field::Str]),
+            ])),
+            Some(I32),
+            Some(I8),
+        ],
+        ApiKey::DeleteTopics => vec![Some(Field::Strs), Some(I32)],
+        ApiKey::AlterPartitionReassignments => {
+            vec![Some(I32), Some(arr(vec![Field::Str, arr(vec![I32, Field::Ints(4)])]))]
+        }
+        ApiKey::ListPartitionReassignments => vec![Some(I32), Some(arr(vec![Field::Str, Field::Ints(4)]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
         _ => return None,
     };
@@ -81,6 +97,9 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::ListOffsets => v >= 6,
         ApiKey::OffsetForLeaderEpoch => v >= 4,
         ApiKey::FindCoordinator => v >= 3,
+        ApiKey::CreateTopics => v >= 5,
+        ApiKey::DeleteTopics => v >= 4,
+        ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
         _ => false,
     };
     Some((fields.into_iter().flatten().collect(), flexible))

@@ -24,7 +24,8 @@ pub(super) fn parse_stem(stem: &str) -> Option<i64> {
     stem.parse().ok()
 }
 
-/// Index entry: the batch starting at `base + rel` begins at byte `pos` of the log file.
+/// Index entry, as in Kafka's `.index`: the batch whose last offset is `base + rel` begins at
+/// byte `pos` of the log file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct IndexEntry {
     pub rel: u32,
@@ -232,7 +233,7 @@ impl Segment {
                     break;
                 }
             }
-            maybe_index(&mut index, self.base, pos, h.base_offset, interval);
+            maybe_index(&mut index, self.base, pos, h.last_offset(), interval);
             on_batch(&h);
             pos += h.total_len as u64;
             next_offset = h.next_offset();
@@ -245,17 +246,23 @@ impl Segment {
         }
     }
 
+    /// Where a scan may start from index entry `e`: its position and the base offset of the
+    /// batch there, if that batch is whole and ends at the entry's offset.
+    fn entry_start(&self, e: &IndexEntry) -> Option<(u64, i64)> {
+        let h = self.header_at(e.pos.into(), self.size).ok()?;
+        (h.last_offset() == self.base + i64::from(e.rel)).then_some((e.pos.into(), h.base_offset))
+    }
+
     /// Recovers a sealed (non-active) segment: checks its tail from the last index entry and finds its end
     /// offset, rebuilding the index from scratch if it is missing or does not match the data.
     pub fn recover_sealed(&mut self, interval: u32) -> Result<(), LogError> {
         let (entries, clean) = self.load_index()?;
         let loaded = entries.len();
-        let (pos, offset) = entries
-            .last()
-            .map_or((0, self.base), |e| (e.pos.into(), self.base + i64::from(e.rel)));
+        let start = entries.last().map_or(Some((0, self.base)), |e| self.entry_start(e));
+        let (pos, offset) = start.unwrap_or((0, self.base));
         let mut scan = self.scan(pos, offset, entries, interval, false, &mut |_| {});
         let mut rewrite = !clean || scan.index.len() != loaded;
-        if !clean || scan.stop.is_some() {
+        if !clean || start.is_none() || scan.stop.is_some() {
             tracing::warn!(path = %self.index_path.display(), "offset index does not match the log; rebuilding it");
             scan = self.scan(0, self.base, Vec::new(), interval, false, &mut |_| {});
             if let Some(why) = &scan.stop {
@@ -283,9 +290,10 @@ impl Segment {
         let mut keep = entries.len();
         let scan = loop {
             let prefix = entries[..keep].to_vec();
-            let (pos, offset) = prefix
-                .last()
-                .map_or((0, self.base), |e| (e.pos.into(), self.base + i64::from(e.rel)));
+            let Some((pos, offset)) = prefix.last().map_or(Some((0, self.base)), |e| self.entry_start(e)) else {
+                keep -= 1;
+                continue;
+            };
             let scan = self.scan(pos, offset, prefix, interval, true, on_batch);
             if keep > 0 && scan.stop.is_some() && scan.pos == pos {
                 keep -= 1;
@@ -393,7 +401,7 @@ impl Segment {
             return Err(io_err("write", &self.log_path, e));
         }
         let before = self.index.len();
-        maybe_index(&mut self.index, self.base, pos, h.base_offset, interval);
+        maybe_index(&mut self.index, self.base, pos, h.last_offset(), interval);
         if self.index.len() > before {
             let e = self.index[before];
             let mut buf = [0u8; INDEX_ENTRY_LEN];
@@ -454,14 +462,15 @@ impl Segment {
     }
 }
 
-/// Adds an index entry for the batch at `pos` if at least `interval` bytes were written since the last entry.
-fn maybe_index(index: &mut Vec<IndexEntry>, seg_base: i64, pos: u64, batch_base: i64, interval: u32) {
+/// Adds an index entry for the batch at `pos` (ending at `batch_last`) if at least `interval`
+/// bytes were written since the last entry.
+fn maybe_index(index: &mut Vec<IndexEntry>, seg_base: i64, pos: u64, batch_last: i64, interval: u32) {
     let last_pos = index.last().map_or(0, |e| u64::from(e.pos));
     if pos.saturating_sub(last_pos) < u64::from(interval) || (!index.is_empty() && pos <= last_pos) {
         return;
     }
     // Entries that do not fit the u32 fields are skipped; lookups then just scan further.
-    if let (Ok(rel), Ok(pos)) = (u32::try_from(batch_base - seg_base), u32::try_from(pos)) {
+    if let (Ok(rel), Ok(pos)) = (u32::try_from(batch_last - seg_base), u32::try_from(pos)) {
         index.push(IndexEntry { rel, pos });
     }
 }

@@ -752,3 +752,36 @@ fn a_failed_folder_sync_is_reported_with_its_path() {
     assert_eq!(errors[0].0, gone);
     assert!(errors[0].1.to_string().contains("gone"), "{}", errors[0].1);
 }
+
+#[test]
+fn index_entries_name_each_batchs_last_offset_as_kafka_writes_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = small(1 << 20, 0); // an index entry for every batch
+    let mut log = PartitionLog::open(tmp.path(), cfg.clone()).unwrap();
+    log.append_as_leader(&["a", "b", "c"], 1, 0).unwrap();
+    log.append_as_leader(&["d", "e"], 1, 0).unwrap();
+    let index = fs::read(tmp.path().join("00000000000000000000.index")).unwrap();
+    let first_len = log.read(0, 0, 3).unwrap().len() as u32;
+    let entry = |i: usize| {
+        let e = &index[i * 8..i * 8 + 8];
+        (
+            u32::from_be_bytes([e[0], e[1], e[2], e[3]]),
+            u32::from_be_bytes([e[4], e[5], e[6], e[7]]),
+        )
+    };
+    assert_eq!(index.len(), 16);
+    assert_eq!(
+        entry(0),
+        (2, 0),
+        "the first batch ends at offset 2 and starts at byte 0"
+    );
+    assert_eq!(entry(1), (4, first_len));
+    drop(log);
+    // Reopened, the index is trusted and finds offsets inside a batch.
+    let log = PartitionLog::open(tmp.path(), cfg).unwrap();
+    assert_eq!(log.active().index_len(), 2);
+    assert_eq!(
+        vals(&log.read_records(3, 1 << 20, 5).unwrap()),
+        vec![(3, "d".into()), (4, "e".into())]
+    );
+}
