@@ -32,7 +32,7 @@ use crate::controller_channels::ControllerChannels;
 /// The longest wait for the controller's answer.
 const CONTROLLER_DEADLINE: Duration = Duration::from_secs(30);
 
-fn text(s: &str) -> Option<StrBytes> {
+pub(super) fn text(s: &str) -> Option<StrBytes> {
     (!s.is_empty()).then(|| StrBytes::from_string(s.to_string()))
 }
 
@@ -42,7 +42,7 @@ fn name(s: &str) -> TopicName {
 
 /// One call to the controller; a transport failure answers REQUEST_TIMED_OUT, which Kafka's
 /// admin clients retry, and moves on to the next quorum node.
-async fn call<T, F, Fut>(ch: &ControllerChannels, f: F) -> Result<T, (i16, String)>
+pub(super) async fn call<T, F, Fut>(ch: &ControllerChannels, f: F) -> Result<T, (i16, String)>
 where
     F: FnOnce(pb::admin_client::AdminClient<tonic::transport::Channel>) -> Fut,
     Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,

@@ -53,6 +53,10 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::AlterPartitionReassignments, 0, 0, 0),
     api(ApiKey::ListPartitionReassignments, 0, 0, 0),
     api(ApiKey::DescribeCluster, 0, 0, 1),
+    api(ApiKey::DescribeConfigs, 1, 1, 4),
+    api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
+    api(ApiKey::DescribeLogDirs, 1, 1, 4),
+    api(ApiKey::AlterReplicaLogDirs, 1, 1, 2),
 ];
 
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit

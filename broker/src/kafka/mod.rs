@@ -7,9 +7,11 @@
 
 pub mod admin;
 pub mod apis;
+pub mod configs;
 pub mod data;
 pub mod frame;
 pub mod groups;
+pub mod log_dirs;
 pub mod producer_ids;
 pub mod schemas;
 pub mod walk;
@@ -22,7 +24,8 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
     FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
     MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
@@ -86,7 +89,7 @@ enum ConnError {
 }
 
 /// One client connection: requests are answered in order, as Kafka does.
-async fn connection(mut stream: TcpStream, core: &BrokerCore, ctx: &Context, max: usize) -> Result<(), ConnError> {
+async fn connection(mut stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, max: usize) -> Result<(), ConnError> {
     loop {
         let size = match tokio::time::timeout(IDLE, stream.read_i32()).await {
             Err(_) => return Err(ConnError::Idle(IDLE)),
@@ -104,7 +107,7 @@ async fn connection(mut stream: TcpStream, core: &BrokerCore, ctx: &Context, max
 
 /// Answers one request frame with the response frame (size prefix included), or `None` when
 /// Kafka sends no answer (Produce at acks 0).
-async fn handle(core: &BrokerCore, ctx: &Context, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
+async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
     let (key, version) = frame::key_and_version(&frame)?;
     let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
     let served = apis::served(key, version);
@@ -168,8 +171,18 @@ async fn handle(core: &BrokerCore, ctx: &Context, mut frame: Bytes) -> Result<Op
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
             respond(api, version, c, &admin::describe_cluster(&core.view.read(), core.id))
         }
+        ApiKey::DescribeLogDirs => {
+            let req = DescribeLogDirsRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &log_dirs::describe_log_dirs(core, req, version).await)
+        }
+        ApiKey::AlterReplicaLogDirs => {
+            let req = AlterReplicaLogDirsRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &log_dirs::alter_replica_log_dirs(core, req).await)
+        }
         ApiKey::CreateTopics
         | ApiKey::DeleteTopics
+        | ApiKey::DescribeConfigs
+        | ApiKey::IncrementalAlterConfigs
         | ApiKey::AlterPartitionReassignments
         | ApiKey::ListPartitionReassignments => {
             let Some(ch) = ctx.controller.as_ref() else {
@@ -204,6 +217,14 @@ async fn forward(
         ApiKey::DeleteTopics => {
             let req = DeleteTopicsRequest::decode(frame, version).map_err(malformed)?;
             respond(api, version, c, &admin::delete_topics(ch, req).await)
+        }
+        ApiKey::DescribeConfigs => {
+            let req = DescribeConfigsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &configs::describe_configs(ch, req).await)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let req = IncrementalAlterConfigsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &configs::incremental_alter_configs(ch, req).await)
         }
         ApiKey::AlterPartitionReassignments => {
             let req = AlterPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;

@@ -87,6 +87,17 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
             vec![Some(I32), Some(arr(vec![Field::Str, arr(vec![I32, Field::Ints(4)])]))]
         }
         ApiKey::ListPartitionReassignments => vec![Some(I32), Some(arr(vec![Field::Str, Field::Ints(4)]))],
+        ApiKey::DescribeConfigs => vec![
+            Some(arr(vec![I8, Field::Str, Field::Strs])),
+            Some(I8),
+            when(v >= 3, I8),
+        ],
+        ApiKey::IncrementalAlterConfigs => vec![
+            Some(arr(vec![I8, Field::Str, arr(vec![Field::Str, I8, Field::Str])])),
+            Some(I8),
+        ],
+        ApiKey::DescribeLogDirs => vec![Some(arr(vec![Field::Str, Field::Ints(4)]))],
+        ApiKey::AlterReplicaLogDirs => vec![Some(arr(vec![Field::Str, arr(vec![Field::Str, Field::Ints(4)])]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
         _ => return None,
     };
@@ -97,6 +108,9 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::ListOffsets => v >= 6,
         ApiKey::OffsetForLeaderEpoch => v >= 4,
         ApiKey::FindCoordinator => v >= 3,
+        ApiKey::DescribeConfigs => v >= 4,
+        ApiKey::IncrementalAlterConfigs => v >= 1,
+        ApiKey::DescribeLogDirs | ApiKey::AlterReplicaLogDirs => v >= 2,
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
         ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
