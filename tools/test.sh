@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every check and test of the workspace from a fresh machine: first installs what the tests
-# need when it is missing (cargo-nextest, ZooKeeper, kcat, the Python clients), then runs
+# need when it is missing (cargo-nextest, ZooKeeper, kcat, the Python clients, Kafka's jars), then runs
 # rustfmt, clippy and the whole test suite. A second run finds everything present and installs
 # nothing. `--deps-only` stops after the installs.
 set -euo pipefail
@@ -31,6 +31,8 @@ need=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
+command -v java >/dev/null 2>&1 || need+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 if [ ${#need[@]} -gt 0 ]; then
   apt_install "${need[@]}"
 fi
@@ -44,6 +46,10 @@ if ! python3 -c 'import grpc, grpc_reflection.v1alpha.proto_reflection_descripto
   # packages only add modules, so that is safe on a test machine.
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet grpcio grpcio-reflection kafka-python
 fi
+
+# Kafka's own Java tools (kafka-topics, the console clients, kafka-reassign-partitions, ...), from
+# Kafka's Maven artifacts; cached, so a second run calls no mvn.
+tools/kafka-jars.sh >/dev/null
 
 $deps_only && exit 0
 

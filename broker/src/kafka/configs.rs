@@ -54,7 +54,11 @@ pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsReque
             if a.error_code != 0 {
                 return Err((wire(ErrorCode(a.error_code)), a.error_message));
             }
-            let e = a.results.into_iter().next().ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))?;
+            let e = a
+                .results
+                .into_iter()
+                .next()
+                .ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))?;
             if e.error_code != 0 {
                 return Err((wire(ErrorCode(e.error_code)), e.error_message));
             }

@@ -21,12 +21,14 @@ use super::apis::wire;
 use crate::replica_manager::BrokerCore;
 
 /// DescribeLogDirs: every dir with the replicas of the topics asked for (all when null).
-pub async fn describe_log_dirs(core: &Arc<BrokerCore>, req: DescribeLogDirsRequest, version: i16) -> DescribeLogDirsResponse {
-    let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.map(|ts| {
-        ts.into_iter()
-            .map(|t| (t.topic.0.to_string(), t.partitions))
-            .collect()
-    });
+pub async fn describe_log_dirs(
+    core: &Arc<BrokerCore>,
+    req: DescribeLogDirsRequest,
+    version: i16,
+) -> DescribeLogDirsResponse {
+    let wanted: Option<Vec<(String, Vec<i32>)>> = req
+        .topics
+        .map(|ts| ts.into_iter().map(|t| (t.topic.0.to_string(), t.partitions)).collect());
     let topics: Vec<String> = wanted.iter().flatten().map(|(t, _)| t.clone()).collect();
     let core2 = core.clone();
     // Sizing replicas reads the file system: off the async workers.
@@ -79,7 +81,10 @@ pub async fn describe_log_dirs(core: &Arc<BrokerCore>, req: DescribeLogDirsReque
 }
 
 /// AlterReplicaLogDirs: moves each named replica into the dir named for it.
-pub async fn alter_replica_log_dirs(core: &Arc<BrokerCore>, req: AlterReplicaLogDirsRequest) -> AlterReplicaLogDirsResponse {
+pub async fn alter_replica_log_dirs(
+    core: &Arc<BrokerCore>,
+    req: AlterReplicaLogDirsRequest,
+) -> AlterReplicaLogDirsResponse {
     let mut moves = Vec::new();
     let mut asked: Vec<(String, i32)> = Vec::new();
     for d in &req.dirs {

@@ -25,8 +25,8 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, IncrementalAlterConfigsRequest,
-    FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
     MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};

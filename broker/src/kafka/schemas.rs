@@ -87,11 +87,7 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
             vec![Some(I32), Some(arr(vec![Field::Str, arr(vec![I32, Field::Ints(4)])]))]
         }
         ApiKey::ListPartitionReassignments => vec![Some(I32), Some(arr(vec![Field::Str, Field::Ints(4)]))],
-        ApiKey::DescribeConfigs => vec![
-            Some(arr(vec![I8, Field::Str, Field::Strs])),
-            Some(I8),
-            when(v >= 3, I8),
-        ],
+        ApiKey::DescribeConfigs => vec![Some(arr(vec![I8, Field::Str, Field::Strs])), Some(I8), when(v >= 3, I8)],
         ApiKey::IncrementalAlterConfigs => vec![
             Some(arr(vec![I8, Field::Str, arr(vec![Field::Str, I8, Field::Str])])),
             Some(I8),

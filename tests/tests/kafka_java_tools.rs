@@ -1,0 +1,203 @@
+//! Kafka's own Java tools (from Kafka's Maven artifacts, run by `tools/kafka-tool.sh`) against
+//! a Ferry cluster: kafka-topics creates and describes, the console producer with its default,
+//! idempotent settings writes, the console consumer reads back from the earliest offset,
+//! kafka-reassign-partitions moves a partition under a throttle, lists and verifies it (which
+//! removes the throttles), kafka-configs shows the throttle while it acts, and kafka-log-dirs
+//! describes the dirs. Each prints Kafka's own messages.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tests::reassign::start_four_each;
+
+/// Runs a Kafka tool with `input` on stdin; its exit code and stdout (stderr on failure).
+fn tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kafka-tool.sh");
+    let mut child = Command::new("timeout")
+        .arg("180")
+        .arg(&script)
+        .arg(name)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running Kafka's tools (tools/test.sh fetches their jars)");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.success(),
+        format!("{stdout}{}", if out.status.success() { String::new() } else { stderr }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafkas_own_tools_create_produce_consume_and_reassign_with_a_throttle() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
+    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
+    let four = start_four_each(dir.path(), |id| vec!["--kafka-listen".into(), kafka(id)]);
+    let c = four.client.clone();
+    tests::wait_until(Duration::from_secs(60), "four brokers registered", || {
+        let c = c.clone();
+        async move { c.brokers().await.is_ok_and(|b| b.len() == 4) }
+    })
+    .await;
+    let b = (1..=4).map(kafka).collect::<Vec<_>>().join(",");
+    let b = b.as_str();
+
+    let (ok, out) = tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            b,
+            "--create",
+            "--topic",
+            "jt",
+            "--replica-assignment",
+            "1:2",
+            "--config",
+            "retention.ms=86400000",
+        ],
+        "",
+    );
+    assert!(ok && out.contains("Created topic jt."), "{out}");
+    tests::wait_until(Duration::from_secs(30), "jt-0 in sync", || {
+        tests::data::isr_is(&c, "jt", 0, &[1, 2])
+    })
+    .await;
+    let (ok, out) = tool(
+        "kafka-topics",
+        &["--bootstrap-server", b, "--describe", "--topic", "jt"],
+        "",
+    );
+    assert!(ok && out.contains("Configs: retention.ms=86400000"), "{out}");
+    assert!(
+        out.contains("Partition: 0\tLeader: 1\tReplicas: 1,2\tIsr: 1,2"),
+        "{out}"
+    );
+
+    // The console producer with its defaults: idempotent, acks=all.
+    let lines: Vec<String> = (0..3000).map(|i| format!("record-{i}-{}", "y".repeat(100))).collect();
+    let (ok, out) = tool(
+        "kafka-console-producer",
+        &["--bootstrap-server", b, "--topic", "jt"],
+        &(lines.join("\n") + "\n"),
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = tool(
+        "kafka-console-consumer",
+        &[
+            "--bootstrap-server",
+            b,
+            "--topic",
+            "jt",
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "3000",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), lines, "every record, in order, once");
+
+    // A move from broker 2 to broker 4 at 20 kB/s for about 330 kB: it lasts.
+    let plan = dir.path().join("move.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"partitions":[{"topic":"jt","partition":0,"replicas":[1,4]}]}"#,
+    )
+    .unwrap();
+    let plan = plan.to_str().unwrap();
+    let (ok, out) = tool(
+        "kafka-reassign-partitions",
+        &[
+            "--bootstrap-server",
+            b,
+            "--reassignment-json-file",
+            plan,
+            "--execute",
+            "--throttle",
+            "20000",
+        ],
+        "",
+    );
+    assert!(
+        ok && out.contains("Successfully started partition reassignment for jt-0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("The inter-broker throttle limit was set to 20000 B/s"),
+        "{out}"
+    );
+    let (ok, out) = tool("kafka-reassign-partitions", &["--bootstrap-server", b, "--list"], "");
+    assert!(
+        ok && out.contains("jt-0: replicas: ") && out.contains("adding: 4. removing: 2."),
+        "{out}"
+    );
+    let (ok, out) = tool(
+        "kafka-configs",
+        &[
+            "--bootstrap-server",
+            b,
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "4",
+        ],
+        "",
+    );
+    assert!(ok && out.contains("follower.replication.throttled.rate=20000"), "{out}");
+    let (ok, out) = tool(
+        "kafka-log-dirs",
+        &["--bootstrap-server", b, "--describe", "--topic-list", "jt"],
+        "",
+    );
+    assert!(ok && out.contains("\"partition\":\"jt-0\""), "{out}");
+
+    // --verify until done; the last one removes the throttles, as on Kafka.
+    let mut verified = String::new();
+    tests::wait_until(Duration::from_secs(120), "the move to complete", || {
+        let (ok, out) = tool(
+            "kafka-reassign-partitions",
+            &["--bootstrap-server", b, "--reassignment-json-file", plan, "--verify"],
+            "",
+        );
+        verified = out.clone();
+        async move { ok && out.contains("Reassignment of partition jt-0 is completed.") }
+    })
+    .await;
+    assert!(
+        verified.contains("Clearing broker-level throttles on brokers"),
+        "{verified}"
+    );
+    let (ok, out) = tool(
+        "kafka-configs",
+        &[
+            "--bootstrap-server",
+            b,
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "4",
+        ],
+        "",
+    );
+    assert!(ok && !out.contains("throttled.rate"), "{out}");
+    let (ok, out) = tool(
+        "kafka-topics",
+        &["--bootstrap-server", b, "--describe", "--topic", "jt"],
+        "",
+    );
+    assert!(ok && out.contains("Replicas: 1,4"), "{out}");
+    drop(four);
+}
