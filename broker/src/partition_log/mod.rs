@@ -168,6 +168,16 @@ impl PartitionLog {
         let interval = cfg.index_interval_bytes;
         for (i, &base) in logs.iter().enumerate() {
             let mut seg = Segment::open(dir, base)?;
+            // Not a torn tail to cut away: a whole segment in another format is refused, so that
+            // nothing is lost. Ferry's own format before Kafka's is not converted.
+            if seg.starts_in_old_ferry_format()? {
+                return Err(LogError::Corrupt {
+                    path: seg.log_path.clone(),
+                    detail: "this log was written in the format of an older Ferry, not Kafka's record \
+                             batch v2, and is not converted: move the folder away to start this replica empty"
+                        .into(),
+                });
+            }
             if let Some(prev) = segments.values().next_back().map(|s: &Segment| s.next_offset) {
                 if prev != base {
                     return Err(LogError::Corrupt {

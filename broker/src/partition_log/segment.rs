@@ -381,6 +381,25 @@ impl Segment {
         Err(self.corrupt(pos, &format!("offset {offset} is past the end of the segment")))
     }
 
+    /// Whether the segment starts with a whole, checksummed batch of the format Ferry wrote
+    /// before Kafka's (little-endian header: length at 8, CRC32C at 16 over bytes 20 on). Such
+    /// a segment is another format, not a torn write, and must not be cut.
+    pub fn starts_in_old_ferry_format(&self) -> Result<bool, LogError> {
+        let mut head = [0u8; 20];
+        if self.size < 32 {
+            return Ok(false);
+        }
+        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+        f.read_exact_at(&mut head, 0).map_err(|e| io_err("read", &self.log_path, e))?;
+        let len = u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]]));
+        if !(20..=64 << 20).contains(&len) || 12 + len > self.size {
+            return Ok(false);
+        }
+        let mut rest = vec![0u8; (len - 8) as usize];
+        f.read_exact_at(&mut rest, 20).map_err(|e| io_err("read", &self.log_path, e))?;
+        Ok(crc32c::crc32c(&rest) == u32::from_le_bytes([head[16], head[17], head[18], head[19]]))
+    }
+
     /// Reads `len` bytes at `pos`.
     pub fn read_bytes(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> Result<(), LogError> {
         let start = out.len();

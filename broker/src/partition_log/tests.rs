@@ -785,3 +785,19 @@ fn index_entries_name_each_batchs_last_offset_as_kafka_writes_them() {
         vec![(3, "d".into()), (4, "e".into())]
     );
 }
+
+#[test]
+fn a_log_in_another_format_is_refused_whole_not_truncated() {
+    let tmp = tempfile::tempdir().unwrap();
+    // An older Ferry's first batch: little-endian length at 8, CRC32C at 16 over bytes 20 on.
+    let mut old = vec![7u8; 40];
+    old[..8].copy_from_slice(&0i64.to_le_bytes());
+    old[8..12].copy_from_slice(&28u32.to_le_bytes());
+    let crc = crc32c::crc32c(&old[20..]);
+    old[16..20].copy_from_slice(&crc.to_le_bytes());
+    let path = tmp.path().join("00000000000000000000.log");
+    fs::write(&path, &old).unwrap();
+    let err = PartitionLog::open(tmp.path(), LogConfig::default()).unwrap_err();
+    assert!(err.to_string().contains("format of an older Ferry"), "{err}");
+    assert_eq!(fs::read(&path).unwrap(), old, "nothing was cut");
+}
