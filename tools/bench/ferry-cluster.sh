@@ -2,7 +2,8 @@
 # processes on loopback. Needs $bin (the ferry binaries), $work (a scratch dir) and a `pids`
 # array; sets $endpoints and $server_pids. `stop_all` stops every process in `pids`.
 # $FERRY_NODE_ARGS adds flags to every node (for example `--roles quorum`); $FERRY_LOG sets
-# their RUST_LOG (default error).
+# their RUST_LOG (default error); $FERRY_KAFKA_BASE gives node i a Kafka listener on port
+# FERRY_KAFKA_BASE + i - 1.
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -12,8 +13,11 @@ stop_all() {
 start_ferry_node() { # id base port; sets pids[id - 1]
   local id=$1 base=$2
   local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
+  local kafka=()
+  [ -z "${FERRY_KAFKA_BASE:-}" ] || kafka=(--kafka-listen "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))")
   RUST_LOG=${FERRY_LOG:-error} "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
-    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" ${FERRY_NODE_ARGS:-} >>"$work/ferry$id.log" 2>&1 &
+    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" "${kafka[@]}" ${FERRY_NODE_ARGS:-} \
+    >>"$work/ferry$id.log" 2>&1 &
   pids[id - 1]=$!
 }
 

@@ -67,7 +67,7 @@ done
 # most half of the free space.
 dd_mb=$(python3 - "$results" "$RF" "$DURATION" "$WARMUP" <<'PY'
 import json, math, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if "mb_per_sec" in r]
 rf, secs = int(sys.argv[2]), float(sys.argv[3]) + float(sys.argv[4])
 print(max(256, math.ceil(max(r["mb_per_sec"] for r in rows) * rf * secs)))
 PY
@@ -82,7 +82,8 @@ echo "$dd_out" | tail -n 1 >&2
 
 python3 - "$results" "$RF" "$dd_mb" "$dd_out" <<'PY'
 import json, re, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+all_rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in all_rows if "mb_per_sec" in r]
 rf, dd_mb, dd_out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 # dd's last line, "N bytes (...) copied, S s, R MB/s": its rate, from N and S for more digits.
 m = re.search(r"^(\d+) bytes .*copied, ([0-9.e+-]+) s,", dd_out, re.M)

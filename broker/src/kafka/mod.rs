@@ -88,20 +88,102 @@ enum ConnError {
     Idle(Duration),
 }
 
-/// One client connection: requests are answered in order, as Kafka does.
-async fn connection(mut stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, max: usize) -> Result<(), ConnError> {
+/// One client connection: requests are read as they come and answered in order. Produce
+/// requests are pipelined: each is appended to the logs at once, in the order it came, and its
+/// wait for the in-sync replicas overlaps the next requests' (Kafka handles one request per
+/// connection at a time; a producer with several in flight gains from this). Any other request
+/// waits for those before it, so its effects keep their order.
+async fn connection(stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, max: usize) -> Result<(), ConnError> {
+    use futures::stream::{FuturesOrdered, StreamExt};
+    let (rd, mut wr) = stream.into_split();
+    let (tx, mut frames) = tokio::sync::mpsc::channel(MAX_IN_FLIGHT);
+    // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
+    let reader = tokio::spawn(read_frames(rd, max, tx));
+    let _stop_reader = AbortOnDrop(reader);
+    type Answer<'a> =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Bytes>, ConnError>> + Send + 'a>>;
+    let mut inflight: FuturesOrdered<Answer<'_>> = FuturesOrdered::new();
     loop {
-        let size = match tokio::time::timeout(IDLE, stream.read_i32()).await {
-            Err(_) => return Err(ConnError::Idle(IDLE)),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-            Ok(r) => r?,
-        };
-        let size = frame::check_size(size, max)?;
-        let mut buf = vec![0u8; size];
-        stream.read_exact(&mut buf).await?;
-        if let Some(response) = handle(core, ctx, Bytes::from(buf)).await? {
-            stream.write_all(&response).await?;
+        tokio::select! {
+            Some(done) = inflight.next(), if !inflight.is_empty() => {
+                if let Some(response) = done? {
+                    wr.write_all(&response).await?;
+                }
+            }
+            frame = frames.recv(), if inflight.len() < MAX_IN_FLIGHT => {
+                let Some(frame) = frame else {
+                    // The client is gone or sent a bad frame: answer what is in flight first.
+                    while let Some(done) = inflight.next().await {
+                        if let Some(response) = done? {
+                            wr.write_all(&response).await?;
+                        }
+                    }
+                    return Ok(());
+                };
+                let frame = frame?;
+                let produce = frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Produce as i16;
+                if !produce {
+                    while let Some(done) = inflight.next().await {
+                        if let Some(response) = done? {
+                            wr.write_all(&response).await?;
+                        }
+                    }
+                    if let Some(response) = handle(core, ctx, frame).await? {
+                        wr.write_all(&response).await?;
+                    }
+                    continue;
+                }
+                // Polled once here, the request's appends happen now, in arrival order; what is
+                // left is the wait for the in-sync replicas.
+                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, frame));
+                match futures::poll!(&mut answer) {
+                    std::task::Poll::Ready(r) => inflight.push_back(Box::pin(futures::future::ready(r))),
+                    std::task::Poll::Pending => inflight.push_back(answer),
+                }
+            }
         }
+    }
+}
+
+/// Requests read ahead of their answers on one connection.
+const MAX_IN_FLIGHT: usize = 8;
+
+/// Reads frames until the client goes, idles out, or sends a frame that is refused (which is
+/// sent on as the last item).
+async fn read_frames(
+    mut rd: tokio::net::tcp::OwnedReadHalf,
+    max: usize,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, ConnError>>,
+) {
+    loop {
+        let size = match tokio::time::timeout(IDLE, rd.read_i32()).await {
+            Err(_) => Err(ConnError::Idle(IDLE)),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            Ok(r) => r.map_err(ConnError::from),
+        };
+        let frame = match size.and_then(|s| Ok(frame::check_size(s, max)?)) {
+            Ok(size) => {
+                let mut buf = vec![0u8; size];
+                match rd.read_exact(&mut buf).await {
+                    Ok(_) => Ok(Bytes::from(buf)),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Err(e) => Err(e),
+        };
+        let last = frame.is_err();
+        if tx.send(frame).await.is_err() || last {
+            return;
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -390,13 +390,15 @@ impl Segment {
             return Ok(false);
         }
         let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
-        f.read_exact_at(&mut head, 0).map_err(|e| io_err("read", &self.log_path, e))?;
+        f.read_exact_at(&mut head, 0)
+            .map_err(|e| io_err("read", &self.log_path, e))?;
         let len = u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]]));
         if !(20..=64 << 20).contains(&len) || 12 + len > self.size {
             return Ok(false);
         }
         let mut rest = vec![0u8; (len - 8) as usize];
-        f.read_exact_at(&mut rest, 20).map_err(|e| io_err("read", &self.log_path, e))?;
+        f.read_exact_at(&mut rest, 20)
+            .map_err(|e| io_err("read", &self.log_path, e))?;
         Ok(crc32c::crc32c(&rest) == u32::from_le_bytes([head[16], head[17], head[18], head[19]]))
     }
 
