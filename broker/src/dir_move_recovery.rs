@@ -14,6 +14,21 @@ pub const FUTURE_SUFFIX: &str = ".move";
 /// Suffix of a replaced log's folder, removed in the background.
 pub const DELETE_SUFFIX: &str = ".delete";
 
+/// Kafka's name for a folder of a dir move (`<t>-<p>.<32 hex digits>-future`, or `-delete`
+/// for a replaced or deleted log), as Ferry names it (`<t>-<p>.move`, `<t>-<p>.delete`); `None`
+/// for any other name. A broker renames these at start, so that a log dir a Kafka broker wrote
+/// goes through the same recovery as Ferry's own.
+pub fn ferry_name_of_kafka_folder(name: &str) -> Option<String> {
+    let (rest, suffix) = if let Some(r) = name.strip_suffix("-future") {
+        (r, FUTURE_SUFFIX)
+    } else {
+        (name.strip_suffix("-delete")?, DELETE_SUFFIX)
+    };
+    let (base, id) = rest.rsplit_once('.')?;
+    let hex = id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && parse_replica_folder(base).is_some()).then(|| format!("{base}{suffix}"))
+}
+
 /// What a folder found in a log dir holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Folder {
@@ -111,7 +126,13 @@ pub fn recover(dirs: &[PathBuf]) -> std::io::Result<Vec<(TopicPartition, PathBuf
         for entry in std::fs::read_dir(d)? {
             let entry = entry?;
             if entry.file_type()?.is_dir() {
-                found.push((d.clone(), entry.file_name().to_string_lossy().into_owned()));
+                let mut name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(ferry) = ferry_name_of_kafka_folder(&name).filter(|f| !d.join(f).exists()) {
+                    tracing::info!(dir = %d.display(), from = %name, to = %ferry, "renaming a Kafka dir-move folder");
+                    std::fs::rename(d.join(&name), d.join(&ferry))?;
+                    name = ferry;
+                }
+                found.push((d.clone(), name));
             }
         }
     }
@@ -137,6 +158,22 @@ pub fn recover(dirs: &[PathBuf]) -> std::io::Result<Vec<(TopicPartition, PathBuf
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kafkas_future_and_delete_folders_get_ferrys_names() {
+        let id = "0123456789abcdef0123456789ABCDEF";
+        assert_eq!(
+            ferry_name_of_kafka_folder(&format!("my-topic-3.{id}-future")).as_deref(),
+            Some("my-topic-3.move")
+        );
+        assert_eq!(
+            ferry_name_of_kafka_folder(&format!("t-0.{id}-delete")).as_deref(),
+            Some("t-0.delete")
+        );
+        assert_eq!(ferry_name_of_kafka_folder("t-0.move"), None);
+        assert_eq!(ferry_name_of_kafka_folder("t-0.abc-future"), None);
+        assert_eq!(ferry_name_of_kafka_folder(&format!("nopartition.{id}-delete")), None);
+    }
 
     fn tp(t: &str, p: u32) -> TopicPartition {
         (t.to_string(), p)
