@@ -17,7 +17,28 @@ fn when(on: bool, f: Field) -> Option<Field> {
 /// The body schema of `api` at `version`, and whether that version is flexible; `None` for an
 /// API whose body has no array (nothing for a count to lie about).
 pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
-    let fields: Vec<Option<Field>> = match api {
+    let fields = data_fields(api, v).or_else(|| admin_fields(api, v))?;
+    let flexible = match api {
+        ApiKey::Metadata => v >= 9,
+        ApiKey::Produce => v >= 9,
+        ApiKey::Fetch => v >= 12,
+        ApiKey::ListOffsets => v >= 6,
+        ApiKey::OffsetForLeaderEpoch => v >= 4,
+        ApiKey::FindCoordinator => v >= 3,
+        ApiKey::DescribeConfigs => v >= 4,
+        ApiKey::IncrementalAlterConfigs => v >= 1,
+        ApiKey::DescribeLogDirs | ApiKey::AlterReplicaLogDirs => v >= 2,
+        ApiKey::CreateTopics => v >= 5,
+        ApiKey::DeleteTopics => v >= 4,
+        ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
+        _ => false,
+    };
+    Some((fields.into_iter().flatten().collect(), flexible))
+}
+
+/// The data APIs' fields, each present or not at version `v`.
+fn data_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
+    Some(match api {
         ApiKey::Metadata => vec![
             Some(arr(vec![when(v >= 10, UUID), Some(Field::Str)]
                 .into_iter()
@@ -71,6 +92,13 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
             when(v >= 10, I32),
         ],
         ApiKey::OffsetForLeaderEpoch => vec![when(v >= 3, I32), Some(arr(vec![Field::Str, arr(vec![I32, I32, I32])]))],
+        _ => return None,
+    })
+}
+
+/// The admin APIs' fields, each present or not at version `v`.
+fn admin_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
+    Some(match api {
         ApiKey::CreateTopics => vec![
             Some(arr(vec![
                 Field::Str,
@@ -96,21 +124,5 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::AlterReplicaLogDirs => vec![Some(arr(vec![Field::Str, arr(vec![Field::Str, Field::Ints(4)])]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
         _ => return None,
-    };
-    let flexible = match api {
-        ApiKey::Metadata => v >= 9,
-        ApiKey::Produce => v >= 9,
-        ApiKey::Fetch => v >= 12,
-        ApiKey::ListOffsets => v >= 6,
-        ApiKey::OffsetForLeaderEpoch => v >= 4,
-        ApiKey::FindCoordinator => v >= 3,
-        ApiKey::DescribeConfigs => v >= 4,
-        ApiKey::IncrementalAlterConfigs => v >= 1,
-        ApiKey::DescribeLogDirs | ApiKey::AlterReplicaLogDirs => v >= 2,
-        ApiKey::CreateTopics => v >= 5,
-        ApiKey::DeleteTopics => v >= 4,
-        ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
-        _ => false,
-    };
-    Some((fields.into_iter().flatten().collect(), flexible))
+    })
 }
