@@ -44,19 +44,31 @@ pub fn batch_refusal(partition: &str, e: &BatchError) -> ReplicaError {
     ReplicaError::new(code, format!("{partition}: {e}"))
 }
 
-/// Checks a client's records for a partition: exactly one whole batch (Kafka's rule since
-/// produce v3), neither transactional nor a control batch.
+/// Checks a client's records for a partition by their header alone: exactly one batch (Kafka's
+/// rule since produce v3), neither transactional nor a control batch. The CRC and the records
+/// are checked once, by the log's append.
 pub fn check_produced(partition: &str, records: &[u8]) -> Result<(), ReplicaError> {
-    let batches = record_batch::split_batches(records).map_err(|e| batch_refusal(partition, &e))?;
-    let [(h, _)] = batches.as_slice() else {
-        return Err(ReplicaError::new(
+    let not_one = |what: &str| {
+        ReplicaError::new(
             ErrorCode::INVALID_RECORD,
-            format!(
-                "{partition}: a produce request carries exactly one record batch per partition, got {}",
-                batches.len()
-            ),
-        ));
+            format!("{partition}: a produce request carries exactly one record batch per partition, {what}"),
+        )
     };
+    if records.is_empty() {
+        return Err(not_one("got none"));
+    }
+    let h = record_batch::peek_header(records)
+        .map_err(|e| batch_refusal(partition, &e))?
+        .ok_or_else(|| {
+            let e = BatchError::Incomplete {
+                needed: record_batch::HEADER_LEN,
+                available: records.len(),
+            };
+            batch_refusal(partition, &e)
+        })?;
+    if records.len() > h.total_len {
+        return Err(not_one("got more bytes than one batch"));
+    }
     if h.is_transactional() || h.is_control() {
         return Err(ReplicaError::new(
             ErrorCode::INVALID_RECORD,

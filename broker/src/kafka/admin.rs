@@ -310,17 +310,14 @@ pub fn describe_cluster(view: &ClusterView, this: i32) -> DescribeClusterRespons
     let mut r = DescribeClusterResponse::default();
     r.controller_id = BrokerId(this);
     r.cluster_id = StrBytes::from_static_str("ferry");
-    r.brokers = view
-        .brokers
-        .values()
-        .filter_map(|b| {
-            let (host, port) = super::apis::host_port(&b.kafka_endpoint)?;
+    r.brokers = super::apis::kafka_brokers(view)
+        .map(|b| {
             let mut m = DescribeClusterBroker::default();
-            m.broker_id = BrokerId(b.id);
-            m.host = StrBytes::from_string(host);
-            m.port = port;
-            m.rack = (!b.rack.is_empty()).then(|| StrBytes::from_string(b.rack.clone()));
-            Some(m)
+            m.broker_id = b.id;
+            m.host = b.host;
+            m.port = b.port;
+            m.rack = b.rack;
+            m
         })
         .collect();
     r

@@ -93,8 +93,33 @@ pub fn api_versions(error: ErrorCode) -> ApiVersionsResponse {
     r
 }
 
+/// A broker as Kafka's answers list it.
+pub(crate) struct KafkaBroker {
+    /// Its id.
+    pub id: BrokerId,
+    /// Its advertised Kafka host.
+    pub host: StrBytes,
+    /// Its advertised Kafka port.
+    pub port: i32,
+    /// Its rack, if set.
+    pub rack: Option<StrBytes>,
+}
+
+/// The registered brokers that have a Kafka listener, which Metadata and DescribeCluster list.
+pub(crate) fn kafka_brokers(view: &ClusterView) -> impl Iterator<Item = KafkaBroker> + '_ {
+    view.brokers.values().filter_map(|b| {
+        let (host, port) = host_port(&b.kafka_endpoint)?;
+        Some(KafkaBroker {
+            id: BrokerId(b.id),
+            host: StrBytes::from_string(host),
+            port,
+            rack: (!b.rack.is_empty()).then(|| StrBytes::from_string(b.rack.clone())),
+        })
+    })
+}
+
 /// A broker's Kafka address split into host and port, or `None` when it has none.
-pub(crate) fn host_port(endpoint: &str) -> Option<(String, i32)> {
+fn host_port(endpoint: &str) -> Option<(String, i32)> {
     let (host, port) = endpoint.rsplit_once(':')?;
     Some((
         host.trim_matches(|c| c == '[' || c == ']').to_string(),
@@ -108,17 +133,14 @@ pub(crate) fn host_port(endpoint: &str) -> Option<(String, i32)> {
 /// controller: any broker takes admin requests.
 pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32) -> MetadataResponse {
     let mut r = MetadataResponse::default();
-    r.brokers = view
-        .brokers
-        .values()
-        .filter_map(|b| {
-            let (host, port) = host_port(&b.kafka_endpoint)?;
+    r.brokers = kafka_brokers(view)
+        .map(|b| {
             let mut m = MetadataResponseBroker::default();
-            m.node_id = BrokerId(b.id);
-            m.host = StrBytes::from_string(host);
-            m.port = port;
-            m.rack = (!b.rack.is_empty()).then(|| StrBytes::from_string(b.rack.clone()));
-            Some(m)
+            m.node_id = b.id;
+            m.host = b.host;
+            m.port = b.port;
+            m.rack = b.rack;
+            m
         })
         .collect();
     r.controller_id = BrokerId(controller);

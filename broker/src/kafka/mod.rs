@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest,
@@ -94,43 +95,25 @@ enum ConnError {
 /// connection at a time; a producer with several in flight gains from this). Any other request
 /// waits for those before it, so its effects keep their order.
 async fn connection(stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, max: usize) -> Result<(), ConnError> {
-    use futures::stream::{FuturesOrdered, StreamExt};
     let (rd, mut wr) = stream.into_split();
     let (tx, mut frames) = tokio::sync::mpsc::channel(MAX_IN_FLIGHT);
     // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
     let reader = tokio::spawn(read_frames(rd, max, tx));
     let _stop_reader = AbortOnDrop(reader);
-    type Answer<'a> =
-        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Bytes>, ConnError>> + Send + 'a>>;
     let mut inflight: FuturesOrdered<Answer<'_>> = FuturesOrdered::new();
     loop {
         tokio::select! {
-            Some(done) = inflight.next(), if !inflight.is_empty() => {
-                if let Some(response) = done? {
-                    wr.write_all(&response).await?;
-                }
-            }
+            Some(done) = inflight.next(), if !inflight.is_empty() => send(&mut wr, done).await?,
             frame = frames.recv(), if inflight.len() < MAX_IN_FLIGHT => {
                 let Some(frame) = frame else {
-                    // The client is gone or sent a bad frame: answer what is in flight first.
-                    while let Some(done) = inflight.next().await {
-                        if let Some(response) = done? {
-                            wr.write_all(&response).await?;
-                        }
-                    }
-                    return Ok(());
+                    // The client is gone: answer what is in flight first.
+                    return drain(&mut inflight, &mut wr).await;
                 };
                 let frame = frame?;
-                let produce = frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::Produce as i16;
+                let produce = frame::key_and_version(&frame).is_ok_and(|(key, _)| key == ApiKey::Produce as i16);
                 if !produce {
-                    while let Some(done) = inflight.next().await {
-                        if let Some(response) = done? {
-                            wr.write_all(&response).await?;
-                        }
-                    }
-                    if let Some(response) = handle(core, ctx, frame).await? {
-                        wr.write_all(&response).await?;
-                    }
+                    drain(&mut inflight, &mut wr).await?;
+                    send(&mut wr, handle(core, ctx, frame).await).await?;
                     continue;
                 }
                 // Polled once here, the request's appends happen now, in arrival order; what is
@@ -143,6 +126,31 @@ async fn connection(stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, ma
             }
         }
     }
+}
+
+/// One request's answer, still to come.
+type Answer<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Bytes>, ConnError>> + Send + 'a>>;
+
+/// Writes one answer, if the request has one.
+async fn send(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    done: Result<Option<Bytes>, ConnError>,
+) -> Result<(), ConnError> {
+    if let Some(response) = done? {
+        wr.write_all(&response).await?;
+    }
+    Ok(())
+}
+
+/// Writes every answer in flight, in order.
+async fn drain(
+    inflight: &mut FuturesOrdered<Answer<'_>>,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+) -> Result<(), ConnError> {
+    while let Some(done) = inflight.next().await {
+        send(wr, done).await?;
+    }
+    Ok(())
 }
 
 /// Requests read ahead of their answers on one connection.

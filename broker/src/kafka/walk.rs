@@ -231,6 +231,19 @@ mod tests {
     }
 
     #[test]
+    fn an_array_count_larger_than_the_frame_is_refused_before_decoding() {
+        let shorts = [Field::Array(vec![I16])];
+        // Int32 count of 2 with 4 bytes left: two elements of 2 bytes.
+        assert!(walk(&[0, 0, 0, 2, 0, 1, 0, 1], &shorts, false).is_ok());
+        assert!(walk(&[0x7f, 0xff, 0xff, 0xff, 0, 1], &shorts, false).is_err());
+        // Compact: varint 0 is null (then the tagged fields); a multi-byte varint claiming
+        // millions fails, as does one cut short.
+        assert!(walk(&[0, 0], &shorts, true).is_ok());
+        assert!(walk(&[0xff, 0xff, 0x7f], &shorts, true).is_err());
+        assert!(walk(&[0xff, 0xff], &shorts, true).is_err());
+    }
+
+    #[test]
     fn a_nested_count_that_lies_is_refused() {
         let (s, flexible) = schema(ApiKey::Produce, 3).unwrap();
         let mut b = encoded(&produce(), 3).to_vec();
