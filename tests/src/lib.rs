@@ -3,6 +3,7 @@
 pub mod data;
 pub mod fault_client;
 pub mod history;
+pub mod kafka;
 pub mod linearizable;
 pub mod metrics;
 pub mod netns;

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use proto::ferry::{AlterThrottlesRequest, BrokerThrottle, TopicThrottle};
 use tests::data::partition_state;
-use tests::reassign::start_four_each;
 
 /// Runs one step of the kafka-python admin script; its JSON answer.
 fn admin(bootstrap: &str, step: &str) -> serde_json::Value {
@@ -32,15 +31,9 @@ fn admin(bootstrap: &str, step: &str) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_python_creates_moves_lists_and_cancels_through_any_broker() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
-    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
-    let four = start_four_each(dir.path(), |id| vec!["--kafka-listen".into(), kafka(id)]);
+    let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let kafka = |id: i32| k.addr(id);
     let c = four.client.clone();
-    tests::wait_until(Duration::from_secs(60), "four brokers registered", || {
-        let c = c.clone();
-        async move { c.brokers().await.is_ok_and(|b| b.len() == 4) }
-    })
-    .await;
     // Broker 3 takes the admin requests: it forwards them to the controller.
     let via = kafka(3);
 

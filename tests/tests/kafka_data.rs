@@ -5,28 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tests::reassign::{create, start_four_each};
-
-/// Runs a command, feeding it `input`; its exit code, stdout and stderr.
-fn run(cmd: &mut Command, input: &str) -> (Option<i32>, String, String) {
-    use std::io::Write;
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running a Kafka client (tools/test.sh installs kcat and kafka-python)");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use tests::kafka::run;
+use tests::reassign::create;
 
 /// Every record of partition 0 of `topic`, read with kcat as JSON lines.
 fn kcat_read(bootstrap: &str, topic: &str) -> Vec<serde_json::Value> {
@@ -77,13 +60,12 @@ fn now_ms() -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_clients_produce_and_fetch_records_identical_in_every_codec() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
-    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
-    let four = start_four_each(dir.path(), |id| vec!["--kafka-listen".into(), kafka(id)]);
+    let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let kafka = |id: i32| k.addr(id);
     create(&four.client, "codecs", vec![vec![1, 2, 3]], &[]).await;
     create(&four.client, "py", vec![vec![2, 3, 4]], &[]).await;
     create(&four.client, "both", vec![vec![3, 4, 1]], &[]).await;
-    let bootstrap = (1..=4).map(kafka).collect::<Vec<_>>().join(",");
+    let bootstrap = k.bootstrap();
     tests::wait_until(Duration::from_secs(60), "kcat to see the three topics led", || {
         let (code, out, _) = run(
             Command::new("kcat").args(["-L", "-J", "-b", &bootstrap, "-m", "20"]),

@@ -5,49 +5,22 @@
 //! removes the throttles), kafka-configs shows the throttle while it acts, and kafka-log-dirs
 //! describes the dirs. Each prints Kafka's own messages.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use tests::reassign::start_four_each;
-
-/// Runs a Kafka tool with `input` on stdin; its exit code and stdout (stderr on failure).
+/// Runs a Kafka tool with `input` on stdin; whether it succeeded, and its stdout (and stderr
+/// on failure).
 fn tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kafka-tool.sh");
-    let mut child = Command::new("timeout")
-        .arg("180")
-        .arg(&script)
-        .arg(name)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running Kafka's tools (tools/test.sh fetches their jars)");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (
-        out.status.success(),
-        format!("{stdout}{}", if out.status.success() { String::new() } else { stderr }),
-    )
+    let (code, stdout, stderr) = tests::kafka::run(tests::kafka::kafka_tool(name).args(args), input);
+    let ok = code == Some(0);
+    (ok, format!("{stdout}{}", if ok { "" } else { stderr.as_str() }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafkas_own_tools_create_produce_consume_and_reassign_with_a_throttle() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
-    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
-    let four = start_four_each(dir.path(), |id| vec!["--kafka-listen".into(), kafka(id)]);
+    let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
     let c = four.client.clone();
-    tests::wait_until(Duration::from_secs(60), "four brokers registered", || {
-        let c = c.clone();
-        async move { c.brokers().await.is_ok_and(|b| b.len() == 4) }
-    })
-    .await;
-    let b = (1..=4).map(kafka).collect::<Vec<_>>().join(",");
+    let b = k.bootstrap();
     let b = b.as_str();
 
     let (ok, out) = tool(

@@ -8,18 +8,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use tests::reassign::{create, start_four_each};
+use tests::reassign::create;
 
-/// Runs a command with a deadline; its exit code and stdout.
+/// Runs a client with no input; its exit code, stdout and stderr.
 fn run(cmd: &mut Command) -> (Option<i32>, String, String) {
-    let out = cmd
-        .output()
-        .expect("running a Kafka client (tools/test.sh installs kcat and kafka-python)");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    tests::kafka::run(cmd, "")
 }
 
 /// Sends one raw frame and reports whether the broker closed the connection without an answer.
@@ -34,9 +27,8 @@ fn closed_after(addr: &str, frame: &[u8]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_clients_read_brokers_topics_and_partitions_and_bad_frames_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
-    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
-    let four = start_four_each(dir.path(), |id| vec!["--kafka-listen".into(), kafka(id)]);
+    let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let kafka = |id: i32| k.addr(id);
     create(
         &four.client,
         "k",
@@ -44,7 +36,7 @@ async fn kafka_clients_read_brokers_topics_and_partitions_and_bad_frames_change_
         &[],
     )
     .await;
-    let bootstrap = (1..=4).map(kafka).collect::<Vec<_>>().join(",");
+    let bootstrap = k.bootstrap();
 
     // kcat: every broker at its advertised Kafka address, the topic with its replicas, each
     // partition led by its first replica once the controller has elected.

@@ -3,36 +3,19 @@
 //! `ferry reassign --progress` shows the move; then Kafka's console consumer reads every
 //! acknowledged record back, byte-identical, in order, once.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use tests::reassign::{create, start_four_each};
+use tests::reassign::create;
 
 /// Runs a command with `input` on stdin; whether it succeeded, and its stdout and stderr.
 fn run(cmd: &mut Command, input: &str) -> (bool, String) {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("running a client (tools/test.sh installs them)");
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let (code, stdout, stderr) = tests::kafka::run(cmd, input);
+    (code == Some(0), format!("{stdout}{stderr}"))
 }
 
 fn tool(name: &str, args: &[&str]) -> (bool, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kafka-tool.sh");
-    run(Command::new("timeout").arg("180").arg(&script).arg(name).args(args), "")
+    run(tests::kafka::kafka_tool(name).args(args), "")
 }
 
 /// Lines `from..to` of the records kcat sends: a key, then a value that names it.
@@ -71,24 +54,23 @@ fn kcat_produce(bootstrap: &str, lines: &[String]) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kcat_produces_through_a_java_tool_reassignment_and_the_java_consumer_reads_it_all() {
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..4).map(|_| tests::free_port()).collect();
-    let kafka = |id: i32| format!("127.0.0.1:{}", ports[id as usize - 1]);
     let dir_b = dir.path().join("n4/b");
     let four_dirs = format!("{},{}", dir.path().join("n4/a").display(), dir_b.display());
-    let four = start_four_each(dir.path(), |id| {
-        let mut args = vec!["--kafka-listen".to_string(), kafka(id)];
+    let (four, k) = tests::kafka::start(dir.path(), |id| {
         if id == 4 {
-            args.extend(["--log-dirs".to_string(), four_dirs.clone()]);
+            vec!["--log-dirs".to_string(), four_dirs.clone()]
+        } else {
+            Vec::new()
         }
-        args
-    });
+    })
+    .await;
     let c = four.client.clone();
     create(&c, "mix", vec![vec![1, 2, 3]], &[]).await;
     tests::wait_until(Duration::from_secs(30), "mix-0 in sync", || {
         tests::data::isr_is(&c, "mix", 0, &[1, 2, 3])
     })
     .await;
-    let bootstrap = (1..=4).map(kafka).collect::<Vec<_>>().join(",");
+    let bootstrap = k.bootstrap();
 
     // About 3 MB first, so that the move at 500 kB/s lasts a few seconds.
     let first = lines(0, 3000, 1000);

@@ -1,0 +1,70 @@
+//! What the tests that drive Ferry with Kafka's own clients share: four nodes each with a
+//! Kafka listener, a way to run a client with input, and Kafka's Java tools.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::reassign::{start_four_each, Four};
+
+/// The Kafka listener ports of brokers 1 to 4.
+pub struct Listeners(Vec<u16>);
+
+impl Listeners {
+    /// Broker `id`'s Kafka address.
+    pub fn addr(&self, id: i32) -> String {
+        format!("127.0.0.1:{}", self.0[id as usize - 1])
+    }
+
+    /// Every broker's Kafka address, as a bootstrap list.
+    pub fn bootstrap(&self) -> String {
+        (1..=self.0.len() as i32)
+            .map(|id| self.addr(id))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Starts the four nodes, each with a Kafka listener and `extra(id)` flags, and waits until all
+/// four brokers are registered.
+pub async fn start(dir: &Path, extra: impl Fn(i32) -> Vec<String>) -> (Four, Listeners) {
+    let k = Listeners((0..4).map(|_| crate::free_port()).collect());
+    let four = start_four_each(dir, |id| {
+        let mut args = vec!["--kafka-listen".to_string(), k.addr(id)];
+        args.extend(extra(id));
+        args
+    });
+    let c = four.client.clone();
+    crate::wait_until(Duration::from_secs(60), "four brokers registered", || {
+        let c = c.clone();
+        async move { c.brokers().await.is_ok_and(|b| b.len() == 4) }
+    })
+    .await;
+    (four, k)
+}
+
+/// Runs a command, feeding it `input`; its exit code, stdout and stderr.
+pub fn run(cmd: &mut Command, input: &str) -> (Option<i32>, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running a Kafka client (tools/test.sh installs kcat, kafka-python and Kafka's jars)");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One of Kafka's Java tools by its script name (`tools/kafka-tool.sh`), with a deadline.
+pub fn kafka_tool(name: &str) -> Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kafka-tool.sh");
+    let mut cmd = Command::new("timeout");
+    cmd.arg("180").arg(script).arg(name);
+    cmd
+}
