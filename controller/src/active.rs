@@ -246,6 +246,40 @@ async fn write_pass(client: &Client, term: u64, plan: Vec<PartitionWrite>) -> bo
     results.iter().any(|r| r.is_err())
 }
 
+/// One pass's decision: the writes, and whether auto-remove throttles must be looked at.
+struct Pass {
+    plan: Vec<PartitionWrite>,
+    check_throttles: bool,
+}
+
+/// Takes `first` (with the events queued behind it) into `view` and plans the pass. Pure CPU,
+/// seconds of it over a million partitions, so the caller runs it off the runtime.
+fn decide(
+    view: &mut ClusterView,
+    first: Option<FollowEvent>,
+    follow: &mut Receiver<FollowEvent>,
+    rebalance: bool,
+) -> Pass {
+    // After a reset, a tick or a broker change every partition is looked at; otherwise only the
+    // partitions that changed.
+    let mut changed = Changed {
+        full: first.is_none(),
+        ..Changed::default()
+    };
+    if let Some(ev) = first {
+        absorb(view, ev, follow, &mut changed);
+    }
+    let Changed { partitions, full } = changed;
+    let ended = partitions.iter().any(|(t, p)| {
+        view.partition(t, *p)
+            .is_some_and(|e| !reassignment::is_moving(&e.state))
+    });
+    Pass {
+        plan: plan_pass(view, rebalance, (!full).then_some(&partitions)),
+        check_throttles: full || ended,
+    }
+}
+
 async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) {
     if !claim(node_id, term, client).await {
         return;
@@ -257,36 +291,29 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
     let mut tick = tokio::time::interval(cfg.rebalance_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        // After a reset, a tick or a broker change every partition is looked at; otherwise only
-        // the partitions that changed.
-        let mut changed = Changed::default();
-        let rebalance = tokio::select! {
+        let (first, rebalance) = tokio::select! {
             ev = follow.recv() => {
                 let Some(ev) = ev else { return };
-                absorb(&mut view, ev, &mut follow, &mut changed);
                 loaded = true;
-                false
+                (Some(ev), false)
             }
-            _ = tick.tick() => {
-                changed.full = true;
-                cfg.auto_leader_rebalance
-            }
+            _ = tick.tick() => (None, cfg.auto_leader_rebalance),
         };
         if !loaded {
             continue;
         }
-        let Changed { partitions, full } = changed;
-        // Auto-remove throttles whose scope stopped moving go after this pass's writes (they must
-        // not delay elections); looked at when a move may have ended and on every tick.
-        let ended = partitions.iter().any(|(t, p)| {
-            view.partition(t, *p)
-                .is_some_and(|e| !reassignment::is_moving(&e.state))
-        });
-        let plan = plan_pass(&view, rebalance, (!full).then_some(&partitions));
-        if !plan.is_empty() && write_pass(client, term, plan).await {
+        let (v, f, pass) = crate::off_runtime(move || {
+            let pass = decide(&mut view, first, &mut follow, rebalance);
+            (view, follow, pass)
+        })
+        .await;
+        (view, follow) = (v, f);
+        if !pass.plan.is_empty() && write_pass(client, term, pass.plan).await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        if full || ended {
+        // Auto-remove throttles whose scope stopped moving go after this pass's writes (they must
+        // not delay elections); looked at when a move may have ended and on every tick.
+        if pass.check_throttles {
             remove_auto_throttles(client, &view, term).await;
         }
     }

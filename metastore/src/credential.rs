@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Request, Status};
 
 use crate::proposer::Proposer;
@@ -96,6 +97,53 @@ pub fn first_credential_guard(txn: &Txn) -> Option<String> {
         .map(|i| format!("guards[{i}].key"))
 }
 
+/// The credential as this node knows it, for the Raft service between nodes: from its data dir
+/// at start, then from the replicated state. Empty until the cluster has one: nodes forming a
+/// cluster talk before the first leader creates it.
+#[derive(Clone, Default)]
+pub struct PeerCredential(Arc<parking_lot::RwLock<Option<MetadataValue<Ascii>>>>);
+
+impl PeerCredential {
+    /// Learns `token`; a token that is not a valid header value is ignored (ours are hex).
+    pub fn set(&self, token: &str) {
+        if let Ok(v) = MetadataValue::try_from(token.trim()) {
+            *self.0.write() = Some(v);
+        }
+    }
+
+    /// Learns the token stored in `path`, if the file is there.
+    pub fn load(&self, path: &std::path::Path) {
+        if let Ok(token) = std::fs::read_to_string(path) {
+            self.set(&token);
+        }
+    }
+
+    /// Refuses a call from a peer that does not give the credential this node knows. Raft's
+    /// own messages and forwarded proposals bypass the KV API's checks, so without this any
+    /// client could write internal keys through the Raft port.
+    pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
+        let Some(known) = self.0.read().clone() else {
+            return Ok(());
+        };
+        match req.metadata().get(CREDENTIAL_HEADER) {
+            Some(given) if same(given.as_bytes(), known.as_bytes()) => Ok(()),
+            _ => Err(Status::unauthenticated(
+                "the Raft service is for the cluster's own nodes: the cluster credential is missing or wrong",
+            )),
+        }
+    }
+}
+
+impl tonic::service::Interceptor for PeerCredential {
+    /// Adds the credential, once known, to a call to a peer.
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(v) = self.0.read().clone() {
+            req.metadata_mut().insert(CREDENTIAL_HEADER, v);
+        }
+        Ok(req)
+    }
+}
+
 /// How often the leader looks whether the cluster has a credential yet.
 const ENSURE_TICK: Duration = Duration::from_millis(50);
 
@@ -169,6 +217,23 @@ mod tests {
         assert_eq!(prefix_reaches_internal("/config/topics/"), Some("/config"));
         assert_eq!(prefix_reaches_internal("/tmp/"), None);
         assert_eq!(prefix_reaches_internal("/brokersx"), None);
+    }
+
+    #[test]
+    fn a_peer_call_is_checked_once_the_credential_is_known() {
+        let known = PeerCredential::default();
+        let bare = Request::new(());
+        assert!(known.check(&bare).is_ok(), "a cluster without a credential yet");
+        known.set("abc123\n");
+        assert_eq!(known.check(&bare).unwrap_err().code(), tonic::Code::Unauthenticated);
+        let mut wrong = Request::new(());
+        wrong
+            .metadata_mut()
+            .insert(CREDENTIAL_HEADER, MetadataValue::from_static("abc124"));
+        assert_eq!(known.check(&wrong).unwrap_err().code(), tonic::Code::Unauthenticated);
+        let mut sender = known.clone();
+        let given = tonic::service::Interceptor::call(&mut sender, Request::new(())).unwrap();
+        assert!(known.check(&given).is_ok());
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod node_core;
 pub mod node_id;
 pub mod peers;
 pub mod proposer;
+pub mod raft_lane;
 pub mod read_index;
 pub mod service;
 pub mod snapshot_store;

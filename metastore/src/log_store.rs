@@ -41,6 +41,10 @@ pub struct LogStore {
 /// this small keep it well under that.
 pub const PIECE_BYTES: usize = 4 * 1024;
 
+/// Encoded bytes of entries replication reads for one AppendEntries message (one entry may be
+/// larger).
+pub const REPLICATION_BATCH_BYTES: usize = 2 << 20;
+
 /// Key of one piece of an entry: index, then the piece's place (big-endian, so both sort).
 fn piece_key(index: u64, piece: u32) -> [u8; 12] {
     let mut k = [0; 12];
@@ -343,11 +347,10 @@ fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig
     }
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, StorageError> {
+impl LogStore {
+    /// The entries in `range`, as many as fit in `budget` encoded bytes (at least one, whatever
+    /// its size).
+    fn read_entries<RB: RangeBounds<u64>>(&self, range: RB, budget: usize) -> Result<Vec<Entry>, StorageError> {
         let start = match range.start_bound() {
             Bound::Included(i) => *i,
             Bound::Excluded(i) => i.saturating_add(1),
@@ -366,9 +369,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
         };
         let mut out = Vec::new();
         let mut asm = Assembler::default();
+        let mut bytes = 0;
         for item in iter {
             let (k, v) = item.map_err(read_err)?;
             if let Some(encoded) = asm.push(&k, &v).map_err(read_err)? {
+                bytes += encoded.len();
+                if bytes > budget && !out.is_empty() {
+                    return Ok(out);
+                }
                 out.push(codec::decode::<Entry>(&encoded).map_err(read_err)?);
             }
         }
@@ -379,6 +387,23 @@ impl RaftLogReader<TypeConfig> for LogStore {
             }));
         }
         Ok(out)
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        self.read_entries(range, usize::MAX)
+    }
+
+    /// Replication reads through this: openraft asks for up to `max_payload_entries` entries,
+    /// which for entries of a big staged transaction was hundreds of MB read and decoded on
+    /// the Raft thread (stalling it for seconds) before the network refused the message.
+    async fn limited_get_log_entries(&mut self, start: u64, end: u64) -> Result<Vec<Entry>, StorageError> {
+        // Room for the message's own fields, so that what is read is sent as it is.
+        self.read_entries(start..end, REPLICATION_BATCH_BYTES - 4096)
     }
 }
 
@@ -436,16 +461,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // before its own records, tripling an append's disk round trips. Atomicity is not needed:
         // sled recovers its log in order, so a crash before the flush leaves a prefix of these
         // entries, which Raft treats as a shorter append that was never acknowledged.
-        let mut last: Option<u64> = None;
-        for entry in entries {
-            // openraft appends contiguous runs; a gap here would be a hole in the log.
-            debug_assert!(
-                last.is_none_or(|l| entry.log_id.index == l + 1),
-                "log append not contiguous"
-            );
-            last = Some(entry.log_id.index);
-            self.insert_entry(&entry)?;
-        }
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        // openraft appends contiguous runs; a gap here would be a hole in the log.
+        assert!(
+            entries.windows(2).all(|w| w[1].log_id.index == w[0].log_id.index + 1),
+            "log append not contiguous"
+        );
+        // sled's inserts cost about 20 ms per MiB and wait while its buffers are written out:
+        // off the Raft thread, whose other tasks (replication, the peers' requests) go on.
+        // openraft awaits each append before the next, so the order stays.
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || entries.iter().try_for_each(|e| store.insert_entry(e)))
+            .await
+            .map_err(|e| write_err(std::io::Error::other(e.to_string())))??;
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
             let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));

@@ -16,13 +16,14 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
+use crate::credential::PeerCredential;
 use crate::peers::Peers;
 use crate::proposer::Proposer;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
 
 /// Largest AppendEntries message, unless a single entry is larger.
-const MAX_APPEND_BYTES: usize = 2 << 20;
+const MAX_APPEND_BYTES: usize = crate::log_store::REPLICATION_BATCH_BYTES;
 
 /// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
 /// new client on every read-index round, and a fresh connection each time costs a handshake.
@@ -152,16 +153,25 @@ pub struct RaftService {
     raft: Raft,
     read_index: ReadIndex,
     proposer: Proposer,
+    credential: PeerCredential,
 }
 
 impl RaftService {
-    /// Serves `raft`, the leader's read index and followers' forwarded proposals.
-    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer) -> Self {
+    /// Serves `raft`, the leader's read index and followers' forwarded proposals to the peers
+    /// that give `credential`.
+    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, credential: PeerCredential) -> Self {
         Self {
             raft,
             read_index,
             proposer,
+            credential,
         }
+    }
+
+    /// The request's payload, from a caller that gave the cluster credential.
+    fn decode_rpc<T: DeserializeOwned>(&self, req: Request<RaftPayload>) -> Result<T, Status> {
+        self.credential.check(&req)?;
+        decode_rpc(req)
     }
 }
 
@@ -178,21 +188,22 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 #[tonic::async_trait]
 impl proto::raft::raft_server::Raft for RaftService {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        let rpc: AppendEntriesRequest<TypeConfig> = decode_rpc(req)?;
+        let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
         reply(&self.raft.append_entries(rpc).await)
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        let rpc: VoteRequest<NodeId> = decode_rpc(req)?;
+        let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
         reply(&self.raft.vote(rpc).await)
     }
 
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        let rpc: InstallSnapshotRequest<TypeConfig> = decode_rpc(req)?;
+        let rpc: InstallSnapshotRequest<TypeConfig> = self.decode_rpc(req)?;
         reply(&self.raft.install_snapshot(rpc).await)
     }
 
-    async fn read_index(&self, _req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
+    async fn read_index(&self, req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
+        self.credential.check(&req)?;
         match self.read_index.read_index_as_leader().await {
             Ok(index) => Ok(Response::new(ReadIndexResponse { index })),
             Err(ReadIndexError::NotLeader) => Err(Status::failed_precondition("not the leader")),
@@ -201,7 +212,7 @@ impl proto::raft::raft_server::Raft for RaftService {
     }
 
     async fn propose(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        let proposal: Proposal = decode_rpc(req)?;
+        let proposal: Proposal = self.decode_rpc(req)?;
         // Checked here, as any input from the network: a segment is otherwise first decoded
         // when every node applies it.
         for (i, segment) in proposal.segments.iter().enumerate() {

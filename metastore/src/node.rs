@@ -10,9 +10,9 @@ use openraft::{Config, SnapshotPolicy};
 use proto::metastore::metastore_server::MetastoreServer;
 use proto::raft::raft_server::RaftServer;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
 use crate::log_store::LogStore;
@@ -20,6 +20,7 @@ use crate::metrics::{self, MetastoreMetrics};
 use crate::network::{NetworkFactory, RaftService};
 use crate::node_core::{Deadlines, NodeCore};
 use crate::peers::{Peers, MAX_MESSAGE};
+use crate::raft_lane::{self, RaftThread};
 use crate::service::MetastoreService;
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
@@ -160,7 +161,9 @@ pub struct NodeHandle {
     core: Arc<NodeCore>,
     shutdown: Option<oneshot::Sender<()>>,
     server: JoinHandle<()>,
+    accept: JoinHandle<()>,
     leader_watch: JoinHandle<()>,
+    raft_thread: Option<RaftThread>,
 }
 
 impl NodeHandle {
@@ -191,8 +194,12 @@ impl NodeHandle {
         }
         let _ = self.raft.shutdown().await;
         self.leader_watch.abort();
+        self.accept.abort();
         self.server.abort();
+        let _ = (&mut self.accept).await;
         let _ = (&mut self.server).await;
+        // Its runtime ends with it, and with that the Raft lane's connections.
+        drop(self.raft_thread.take());
     }
 }
 
@@ -227,8 +234,17 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
 
     // One channel cache: Raft replication and the node's own forwarding share connections.
     let peers = Peers::default();
-    let raft = Raft::new(cfg.id, config, NetworkFactory::new(peers.clone()), log_store, sm)
+    let credential_file = cfg.data_dir.join(crate::credential::CREDENTIAL_FILE);
+    peers.credential().load(&credential_file);
+    let cfg_id_for_raft = cfg.id;
+    let raft_thread = RaftThread::start(cfg.id).map_err(|e| NodeError::Raft(format!("starting its thread: {e}")))?;
+    // Made on the Raft thread, so that openraft's tasks and its connections to peers run there.
+    let network = NetworkFactory::new(peers.raft_lane());
+    let raft = raft_thread
+        .handle()
+        .spawn(async move { Raft::new(cfg_id_for_raft, config, network, log_store, sm).await })
         .await
+        .map_err(|e| NodeError::Raft(e.to_string()))?
         .map_err(|e| NodeError::Raft(e.to_string()))?;
     let metrics = MetastoreMetrics::new();
     if let Some(registry) = &cfg.registry {
@@ -250,11 +266,18 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         },
     ));
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
-    let server = serve(listener, &core, cfg.extra_services.clone(), shutdown_rx).await?;
+    let (client_conns, client_rx) = mpsc::channel(64);
+    let (raft_conns, raft_rx) = mpsc::channel(64);
+    let listener = listener.into_std().map_err(bind_err)?;
+    let accept = raft_thread
+        .handle()
+        .spawn(raft_lane::route(listener, client_conns, raft_conns));
+    serve_raft_lane(raft_thread.handle(), &core, raft_rx);
+    let server = serve(client_rx, &core, cfg.extra_services.clone(), shutdown_rx).await?;
     if !cfg.join && !cfg.peers.is_empty() {
         initialize(&raft, &cfg.peers).await?;
     }
-    spawn_credential_file(shared.clone(), cfg.data_dir.join(crate::credential::CREDENTIAL_FILE));
+    spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -264,7 +287,9 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         core,
         shutdown: Some(shutdown_tx),
         server,
+        accept,
         leader_watch,
+        raft_thread: Some(raft_thread),
     })
 }
 
@@ -298,10 +323,40 @@ fn open_storage(cfg: &NodeConfig) -> Result<(LogStore, StateMachine), NodeError>
     Ok((log_store, sm))
 }
 
-/// Serves the metastore, Raft, health and reflection services (and `extra`) on `listener` until
-/// `shutdown` fires.
+/// Serves the Raft service on the Raft thread, to the peers' Raft-lane connections.
+fn serve_raft_lane(rt: &tokio::runtime::Handle, core: &Arc<NodeCore>, conns: mpsc::Receiver<std::net::TcpStream>) {
+    let raft_svc = raft_service(core);
+    rt.spawn(async move {
+        // Registered with the Raft thread's reactor here, where the server polls them.
+        let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
+        let res = tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .initial_connection_window_size(crate::peers::CONNECTION_WINDOW)
+            .add_service(raft_svc)
+            .serve_with_incoming(incoming)
+            .await;
+        if let Err(e) = res {
+            tracing::error!(error = %e, "Raft-lane gRPC server stopped");
+        }
+    });
+}
+
+/// The internal Raft service of `core`'s node.
+fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
+    RaftServer::new(RaftService::new(
+        core.raft.clone(),
+        core.read_index.clone(),
+        core.proposer.clone(),
+        core.peers.credential().clone(),
+    ))
+    .max_decoding_message_size(MAX_MESSAGE)
+    .max_encoding_message_size(MAX_MESSAGE)
+}
+
+/// Serves the metastore, Raft, health and reflection services (and `extra`) to the connections
+/// of `conns` until `shutdown` fires.
 async fn serve(
-    listener: TcpListener,
+    conns: mpsc::Receiver<std::net::TcpStream>,
     core: &Arc<NodeCore>,
     extra: Option<tonic::service::Routes>,
     shutdown: oneshot::Receiver<()>,
@@ -321,20 +376,10 @@ async fn serve(
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let raft_svc = RaftServer::new(RaftService::new(
-        core.raft.clone(),
-        core.read_index.clone(),
-        core.proposer.clone(),
-    ))
-    .max_decoding_message_size(MAX_MESSAGE)
-    .max_encoding_message_size(MAX_MESSAGE);
-    // Our own listener bypasses the builder's tcp_nodelay; without it, Nagle and delayed ACKs
-    // add 40 ms to small request/response exchanges.
-    let incoming = TcpListenerStream::new(listener).map(|s| {
-        s.inspect(|s| {
-            let _ = s.set_nodelay(true);
-        })
-    });
+    let raft_svc = raft_service(core);
+    // The accept loop sets TCP_NODELAY: without it, Nagle and delayed ACKs add 40 ms to small
+    // request/response exchanges.
+    let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
     Ok(tokio::spawn(async move {
         // A follower broker keeps one replication stream per partition open on its leader's
         // connection; hyper's default of 200 concurrent streams would stall the rest.
@@ -377,11 +422,13 @@ async fn initialize(raft: &Raft, peers: &BTreeMap<NodeId, String>) -> Result<(),
     Ok(())
 }
 
-/// Writes the cluster credential to `path` (readable by its owner only) once this node knows
-/// it, for the operator's repair commands and for broker-only nodes.
-fn spawn_credential_file(sm: Arc<SmShared>, path: PathBuf) {
+/// Once this node knows the cluster credential: gives it to its Raft calls and asks it of its
+/// peers, and writes it to `path` (readable by its owner only) for the operator's repair
+/// commands and for broker-only nodes.
+fn spawn_credential_file(sm: Arc<SmShared>, path: PathBuf, peers: crate::credential::PeerCredential) {
     tokio::spawn(async move {
         let token = crate::credential::wait(&sm).await;
+        peers.set(&token);
         if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == token) {
             return;
         }

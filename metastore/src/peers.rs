@@ -8,7 +8,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use proto::metastore::metastore_client::MetastoreClient;
 use proto::raft::raft_client::RaftClient;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::credential::PeerCredential;
 
 /// Largest gRPC message between nodes: a big transaction is one log entry.
 pub const MAX_MESSAGE: usize = 1 << 30;
@@ -39,6 +42,25 @@ fn channel_with_keep_alive(
     interval: Duration,
     timeout: Duration,
 ) -> Result<Channel, tonic::transport::Error> {
+    Ok(endpoint(addr, interval, timeout)?.connect_lazy())
+}
+
+/// Opens a lazy channel to `addr` (HOST:PORT) on the peer's Raft lane (see [`crate::raft_lane`]).
+pub fn raft_lane_channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    let endpoint = endpoint(addr, KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT)?;
+    let connector = tower::service_fn(|uri: tonic::codegen::http::Uri| async move {
+        let host = uri.host().unwrap_or_default().trim_matches(|c| c == '[' || c == ']');
+        let port = uri.port_u16().unwrap_or(80);
+        let addr = tokio::net::lookup_host((host, port))
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other(format!("{host}: no address")))?;
+        crate::raft_lane::connect(addr).await
+    });
+    Ok(endpoint.connect_with_connector_lazy(connector))
+}
+
+fn endpoint(addr: &str, interval: Duration, timeout: Duration) -> Result<Endpoint, tonic::transport::Error> {
     Ok(Endpoint::from_shared(format!("http://{addr}"))?
         .connect_timeout(Duration::from_secs(2))
         .initial_connection_window_size(CONNECTION_WINDOW)
@@ -53,8 +75,7 @@ fn channel_with_keep_alive(
         // until TCP gives up; a long call on a live peer is not cut short.
         .http2_keep_alive_interval(interval)
         .keep_alive_timeout(timeout)
-        .keep_alive_while_idle(true)
-        .connect_lazy())
+        .keep_alive_while_idle(true))
 }
 
 /// How often an open connection PINGs its peer.
@@ -89,10 +110,15 @@ pub fn never_sent(s: &tonic::Status) -> bool {
     false
 }
 
-/// The channel cache.
+/// A Raft-service client that gives the cluster credential.
+pub type RaftPeerClient = RaftClient<InterceptedService<Channel, PeerCredential>>;
+
+/// The channel cache, and the credential this node's Raft calls give.
 #[derive(Clone, Default)]
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    credential: PeerCredential,
+    raft_lane: bool,
 }
 
 impl Peers {
@@ -102,16 +128,37 @@ impl Peers {
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
-        let c = channel(addr)?;
+        let c = if self.raft_lane {
+            raft_lane_channel(addr)?
+        } else {
+            channel(addr)?
+        };
         channels.insert(addr.to_string(), c.clone());
         Ok(c)
     }
 
+    /// Channels of their own to the same peers, on their Raft lane, with the same credential.
+    /// Their connections run on the runtime that first uses them: openraft's.
+    pub fn raft_lane(&self) -> Peers {
+        Peers {
+            channels: Arc::default(),
+            credential: self.credential.clone(),
+            raft_lane: true,
+        }
+    }
+
+    /// The credential this node gives its peers and asks of them.
+    pub fn credential(&self) -> &PeerCredential {
+        &self.credential
+    }
+
     /// A Raft-service client to `addr`.
-    pub fn raft(&self, addr: &str) -> Result<RaftClient<Channel>, tonic::transport::Error> {
-        Ok(RaftClient::new(self.channel(addr)?)
-            .max_decoding_message_size(MAX_MESSAGE)
-            .max_encoding_message_size(MAX_MESSAGE))
+    pub fn raft(&self, addr: &str) -> Result<RaftPeerClient, tonic::transport::Error> {
+        Ok(
+            RaftClient::with_interceptor(self.channel(addr)?, self.credential.clone())
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE),
+        )
     }
 
     /// A Metastore-service client to `addr`.

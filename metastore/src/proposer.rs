@@ -169,7 +169,9 @@ async fn forward(
     req.set_timeout(deadline);
     let resp = match tokio::time::timeout(deadline, c.propose(req)).await {
         Ok(Ok(r)) => r,
-        Ok(Err(s)) if crate::peers::never_sent(&s) => {
+        // Refused before the leader looked at it: a connection that failed to open, or a
+        // node that has not learned the cluster credential yet.
+        Ok(Err(s)) if crate::peers::never_sent(&s) || s.code() == tonic::Code::Unauthenticated => {
             return Err(ProposeError::NotSent(format!("leader at {addr}: {}", s.message())))
         }
         Ok(Err(s)) => return Err(ProposeError::Unavailable(format!("leader at {addr}: {}", s.message()))),

@@ -108,8 +108,27 @@ pub struct SmShared {
     pub applied: watch::Sender<u64>,
 }
 
-/// Operations at or past which one apply call runs off the runtime's thread.
+/// Operations at or past which one apply call runs outside the state's lock.
 const HEAVY_APPLY_OPS: usize = 20_000;
+/// Payload bytes at or past which entries are decoded and applied off the Raft thread.
+const HEAVY_APPLY_BYTES: usize = 256 << 10;
+
+/// The bytes of an entry's command segments.
+fn payload_bytes(entry: &Entry) -> usize {
+    match &entry.payload {
+        EntryPayload::Normal(p) => p.segments.iter().map(|s| s.len()).sum(),
+        _ => 0,
+    }
+}
+
+/// Runs an apply on a blocking thread and waits for it.
+async fn off_raft_thread(
+    f: impl FnOnce() -> Vec<ProposalResult> + Send + 'static,
+) -> Result<Vec<ProposalResult>, StorageError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StorageIOError::apply(openraft::LogId::default(), &std::io::Error::other(e.to_string())).into())
+}
 
 /// A committed entry with its command segments decoded (or why a segment does not decode).
 struct DecodedEntry {
@@ -156,64 +175,136 @@ impl DecodedEntry {
     }
 }
 
+/// What applying entries changes, apart from the watch history.
+struct Applying<'a> {
+    last_applied: &'a mut Option<LogId>,
+    membership: &'a mut StoredMembership<NodeId, Node>,
+    state: &'a mut KvState,
+}
+
 /// Applies decoded entries in order under the state's lock, then publishes the applied index.
-fn apply_decoded(shared: &SmShared, entries: Vec<DecodedEntry>) -> Vec<ProposalResult> {
-    let mut results = Vec::with_capacity(entries.len());
-    let applied_index = {
+/// Small batches only: readers wait on the lock meanwhile.
+fn apply_in_place(shared: &SmShared, entries: Vec<DecodedEntry>) -> Vec<ProposalResult> {
+    let (results, applied_index) = {
         let mut g = shared.inner.write();
-        for entry in entries {
-            // Raft applies each index once, in order: anything else would apply a command twice
-            // or skip one.
-            debug_assert!(
-                g.last_applied.map_or(0, |l| l.index) < entry.log_id.index || entry.log_id.index == 0,
-                "applying entry {} after {:?}",
-                entry.log_id.index,
-                g.last_applied
-            );
-            g.last_applied = Some(entry.log_id);
-            g.state.entry_term = entry.log_id.leader_id.term;
-            match entry.payload {
-                Decoded::Blank => results.push(ProposalResult::default()),
-                Decoded::Normal(segments) => {
-                    let mut out = Vec::with_capacity(segments.len());
-                    for segment in segments {
-                        let commands = match segment {
-                            Ok(c) => c,
-                            Err(e) => {
-                                out.push(vec![CommandResult::Rejected {
-                                    reason: format!("commands do not decode: {e}"),
-                                }]);
-                                continue;
-                            }
-                        };
-                        let mut seg_out = Vec::with_capacity(commands.len());
-                        for cmd in commands {
-                            let mut events = Vec::new();
-                            seg_out.push(g.state.apply(cmd, &mut events));
-                            if !events.is_empty() {
-                                let re = Arc::new(RevisionEvents {
-                                    revision: g.state.revision,
-                                    events,
-                                    reset: false,
-                                });
-                                g.history.push(re.clone());
-                                // No receiver is not an error: nobody watches.
-                                let _ = shared.events.send(re);
-                            }
-                        }
-                        out.push(seg_out);
-                    }
-                    results.push(ProposalResult { results: out });
-                }
-                Decoded::Membership(m) => {
-                    g.membership = StoredMembership::new(Some(entry.log_id), m);
-                    results.push(ProposalResult::default());
-                }
-            }
-        }
-        g.applied_index()
+        let g = &mut *g;
+        let mut revisions = Vec::new();
+        let target = Applying {
+            last_applied: &mut g.last_applied,
+            membership: &mut g.membership,
+            state: &mut g.state,
+        };
+        let results = apply_entries(target, entries, &mut revisions);
+        publish(shared, &mut g.history, revisions);
+        (results, g.applied_index())
     };
     shared.applied.send_replace(applied_index);
+    results
+}
+
+/// Applies decoded entries to a copy of the state (im maps clone in O(1)) outside the lock, then
+/// swaps it in. A heavy apply takes seconds; under the lock it held every reader, and readers run
+/// on the runtime's threads (each request's credential check and write header), so the node
+/// stopped serving Raft and its followers called elections.
+fn apply_off_lock(shared: &SmShared, entries: Vec<DecodedEntry>) -> Vec<ProposalResult> {
+    let (mut last_applied, mut membership, mut state) = {
+        let g = shared.inner.read();
+        (g.last_applied, g.membership.clone(), g.state.clone())
+    };
+    let before = last_applied;
+    let mut revisions = Vec::new();
+    let target = Applying {
+        last_applied: &mut last_applied,
+        membership: &mut membership,
+        state: &mut state,
+    };
+    let results = apply_entries(target, entries, &mut revisions);
+    let applied_index = {
+        let mut g = shared.inner.write();
+        // The state machine's task is the only writer and awaits each apply, so nothing can have
+        // moved the state between the copy and the swap.
+        assert_eq!(g.last_applied, before, "state machine changed during an apply");
+        g.last_applied = last_applied;
+        g.membership = membership;
+        let old = std::mem::replace(&mut g.state, state);
+        publish(shared, &mut g.history, revisions);
+        (g.applied_index(), old)
+    };
+    // Freeing what only the old state held takes a while: not under the lock.
+    let (applied_index, old) = applied_index;
+    drop(old);
+    shared.applied.send_replace(applied_index);
+    results
+}
+
+/// Adds applied revisions to the history and sends them to live watchers, in order.
+fn publish(shared: &SmShared, history: &mut History, revisions: Vec<Arc<RevisionEvents>>) {
+    for re in revisions {
+        history.push(re.clone());
+        // No receiver is not an error: nobody watches.
+        let _ = shared.events.send(re);
+    }
+}
+
+/// Applies decoded entries in order to `target`, collecting the revisions that changed something.
+fn apply_entries(
+    target: Applying<'_>,
+    entries: Vec<DecodedEntry>,
+    revisions: &mut Vec<Arc<RevisionEvents>>,
+) -> Vec<ProposalResult> {
+    let Applying {
+        last_applied,
+        membership,
+        state,
+    } = target;
+    let mut results = Vec::with_capacity(entries.len());
+    for entry in entries {
+        // Raft applies each index once, in order: anything else would apply a command twice or
+        // skip one.
+        debug_assert!(
+            last_applied.map_or(0, |l| l.index) < entry.log_id.index || entry.log_id.index == 0,
+            "applying entry {} after {:?}",
+            entry.log_id.index,
+            last_applied
+        );
+        *last_applied = Some(entry.log_id);
+        state.entry_term = entry.log_id.leader_id.term;
+        match entry.payload {
+            Decoded::Blank => results.push(ProposalResult::default()),
+            Decoded::Normal(segments) => {
+                let mut out = Vec::with_capacity(segments.len());
+                for segment in segments {
+                    let commands = match segment {
+                        Ok(c) => c,
+                        Err(e) => {
+                            out.push(vec![CommandResult::Rejected {
+                                reason: format!("commands do not decode: {e}"),
+                            }]);
+                            continue;
+                        }
+                    };
+                    let mut seg_out = Vec::with_capacity(commands.len());
+                    for cmd in commands {
+                        let mut events = Vec::new();
+                        seg_out.push(state.apply(cmd, &mut events));
+                        if !events.is_empty() {
+                            revisions.push(Arc::new(RevisionEvents {
+                                revision: state.revision,
+                                events,
+                                reset: false,
+                            }));
+                        }
+                    }
+                    out.push(seg_out);
+                }
+                results.push(ProposalResult { results: out });
+            }
+            Decoded::Membership(m) => {
+                *membership = StoredMembership::new(Some(entry.log_id), m);
+                results.push(ProposalResult::default());
+            }
+        }
+    }
     results
 }
 
@@ -314,19 +405,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
     {
-        let decoded: Vec<DecodedEntry> = entries.into_iter().map(DecodedEntry::new).collect();
-        let ops: usize = decoded.iter().map(DecodedEntry::weight).sum();
-        if ops < HEAVY_APPLY_OPS {
-            return Ok(apply_decoded(&self.shared, decoded));
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let bytes: usize = entries.iter().map(payload_bytes).sum();
+        if bytes < HEAVY_APPLY_BYTES {
+            let decoded: Vec<DecodedEntry> = entries.into_iter().map(DecodedEntry::new).collect();
+            if decoded.iter().map(DecodedEntry::weight).sum::<usize>() < HEAVY_APPLY_OPS {
+                return Ok(apply_in_place(&self.shared, decoded));
+            }
+            let shared = self.shared.clone();
+            return off_raft_thread(move || apply_off_lock(&shared, decoded)).await;
         }
-        // Applying this takes up to seconds. On the runtime's thread (one by default) the node
-        // stopped answering heartbeats meanwhile, and its followers started elections.
+        // Decoding and applying this takes up to seconds: not on the Raft thread, which would
+        // stop answering heartbeats meanwhile (and its followers would call elections).
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || apply_decoded(&shared, decoded))
-            .await
-            .map_err(|e| {
-                StorageIOError::apply(openraft::LogId::default(), &std::io::Error::other(e.to_string())).into()
-            })
+        off_raft_thread(move || {
+            let decoded: Vec<DecodedEntry> = entries.into_iter().map(DecodedEntry::new).collect();
+            if decoded.iter().map(DecodedEntry::weight).sum::<usize>() < HEAVY_APPLY_OPS {
+                apply_in_place(&shared, decoded)
+            } else {
+                apply_off_lock(&shared, decoded)
+            }
+        })
+        .await
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {

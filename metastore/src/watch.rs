@@ -113,20 +113,26 @@ impl Watcher {
                     let _ = tx.send(Err(compacted(next, re.revision + 1))).await;
                     return;
                 }
-                next = re.revision + 1;
-                let events: Vec<pb::WatchEvent> = re
-                    .events
-                    .iter()
-                    .filter(|e| e.key.starts_with(&prefix) && Some(e.key.as_str()) != hide)
-                    .map(event_to_pb)
-                    .collect();
+                let revision = re.revision;
+                next = revision + 1;
+                let events = if re.events.len() < HEAVY_REVISION_EVENTS {
+                    revision_to_pb(&re, &prefix, hide)
+                } else {
+                    // A revision of a million partitions takes a second to convert: not on the
+                    // runtime's threads, where Raft's tasks wait behind it.
+                    let prefix = prefix.clone();
+                    match tokio::task::spawn_blocking(move || revision_to_pb(&re, &prefix, hide)).await {
+                        Ok(events) => events,
+                        Err(e) => {
+                            let _ = tx.send(Err(Status::internal(format!("watch: {e}")))).await;
+                            return;
+                        }
+                    }
+                };
                 if events.is_empty() {
                     continue;
                 }
-                let msg = pb::WatchResponse {
-                    revision: re.revision,
-                    events,
-                };
+                let msg = pb::WatchResponse { revision, events };
                 if tx.send(Ok(msg)).await.is_err() {
                     return;
                 }
@@ -157,6 +163,18 @@ impl Watcher {
             }
         }
     }
+}
+
+/// Events in one revision at or past which converting them runs off the runtime.
+const HEAVY_REVISION_EVENTS: usize = 10_000;
+
+/// The events of `re` under `prefix`, but `hide`, as the client receives them.
+fn revision_to_pb(re: &RevisionEvents, prefix: &str, hide: Option<&str>) -> Vec<pb::WatchEvent> {
+    re.events
+        .iter()
+        .filter(|e| e.key.starts_with(prefix) && Some(e.key.as_str()) != hide)
+        .map(event_to_pb)
+        .collect()
 }
 
 /// The error for a watch from a revision the history no longer holds.

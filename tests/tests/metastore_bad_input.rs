@@ -142,14 +142,15 @@ async fn bad_requests_are_refused_with_the_field_named_and_change_nothing() {
     let err = client.member_promote(99).await.unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
 
-    // Garbage on the internal Raft port is refused, and the node lives on.
+    // Garbage on the internal Raft port is refused, even from a caller with the cluster
+    // credential, and the node lives on.
+    let token = c.nodes[0].as_ref().unwrap().cluster_credential().await;
     let mut raft = RaftClient::connect(format!("http://{}", c.addrs[0])).await.unwrap();
     for data in [vec![], vec![1u8, 0xff, 0xff, 0xff], vec![9u8; 64]] {
-        let err = raft
-            .append_entries(proto::raft::RaftPayload { data: data.into() })
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument);
+        let mut req = tonic::Request::new(proto::raft::RaftPayload { data: data.into() });
+        req.metadata_mut().insert("x-ferry-credential", token.parse().unwrap());
+        let err = raft.append_entries(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err}");
     }
 
     let after = client.range("/", 0).await.unwrap();

@@ -121,3 +121,89 @@ async fn internal_prefixes_need_the_cluster_credential() {
     assert_eq!(code, 0, "{out}{err}");
     c.shutdown().await;
 }
+
+/// A proposal that puts `/brokers/ids/1`, as a peer would forward it to the leader.
+fn forged_proposal() -> proto::raft::RaftPayload {
+    use metastore::types::{encode_segment, Command, CommandKind, Op, Proposal, Txn};
+    let cmd = Command {
+        request_id: None,
+        kind: CommandKind::Txn(Txn {
+            guards: vec![],
+            ops: vec![Op::Put {
+                key: "/brokers/ids/1".into(),
+                value: "garbage".into(),
+                lease: 0,
+            }],
+        }),
+    };
+    let proposal = Proposal {
+        segments: vec![encode_segment(&[cmd])],
+    };
+    proto::raft::RaftPayload {
+        data: metastore::codec::encode(&proposal).into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_raft_port_refuses_callers_without_the_cluster_credential() {
+    use proto::raft::raft_client::RaftClient;
+    let c = Cluster::start(3).await;
+    let leader = c.wait_leader().await;
+    let trusted = c.trusted_client().await;
+    let token = c.nodes[leader].as_ref().unwrap().cluster_credential().await;
+    // Every node learns the credential once it has applied it.
+    let applied = trusted.put("/synced", "1").await.unwrap();
+    c.wait_revision(applied).await;
+    for addr in &c.addrs {
+        let url = format!("http://{addr}");
+        tests::wait_until(
+            std::time::Duration::from_secs(10),
+            "every node asks for the credential",
+            || {
+                let url = url.clone();
+                async move {
+                    let mut peer = RaftClient::connect(url).await.unwrap();
+                    let r = peer.read_index(proto::raft::ReadIndexRequest {}).await;
+                    r.is_err_and(|e| e.code() == tonic::Code::Unauthenticated)
+                }
+            },
+        )
+        .await;
+    }
+
+    let mut raft = RaftClient::connect(format!("http://{}", c.addrs[leader]))
+        .await
+        .unwrap();
+    let e = raft.propose(forged_proposal()).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    assert!(e.message().contains("cluster credential"), "{e}");
+    let mut wrong = tonic::Request::new(forged_proposal());
+    wrong
+        .metadata_mut()
+        .insert("x-ferry-credential", "0".repeat(64).parse().unwrap());
+    let e = raft.propose(wrong).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e}");
+    for i in 0..c.addrs.len() {
+        let mut peer = RaftClient::connect(format!("http://{}", c.addrs[i])).await.unwrap();
+        let e = peer
+            .vote(proto::raft::RaftPayload { data: vec![].into() })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "node {i}: {e}");
+        let e = peer.read_index(proto::raft::ReadIndexRequest {}).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unauthenticated, "node {i}: {e}");
+    }
+    assert!(
+        trusted.get("/brokers/ids/1").await.unwrap().is_none(),
+        "a refused proposal was written"
+    );
+
+    // The cluster's own nodes give it: the same proposal with the credential is served.
+    let mut given = tonic::Request::new(forged_proposal());
+    given
+        .metadata_mut()
+        .insert("x-ferry-credential", token.parse().unwrap());
+    raft.propose(given).await.expect("a peer's proposal");
+    assert!(trusted.get("/brokers/ids/1").await.unwrap().is_some());
+    c.shutdown().await;
+}
