@@ -41,6 +41,9 @@ pub struct LogStore {
 /// this small keep it well under that.
 pub const PIECE_BYTES: usize = 4 * 1024;
 
+/// An append that takes longer is logged: openraft's core waits for it.
+const SLOW_APPEND: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Encoded bytes of entries replication reads for one AppendEntries message (one entry may be
 /// larger).
 pub const REPLICATION_BATCH_BYTES: usize = 2 << 20;
@@ -336,7 +339,11 @@ fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
+        let started = std::time::Instant::now();
         let res = db.flush().map(|_| ());
+        if started.elapsed() > SLOW_APPEND {
+            tracing::warn!(appends = batch.len(), took = ?started.elapsed(), "slow Raft log flush");
+        }
         for cb in batch.drain(..) {
             let r = res
                 .as_ref()
@@ -471,9 +478,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // off the Raft thread, whose other tasks (replication, the peers' requests) go on.
         // openraft awaits each append before the next, so the order stays.
         let store = self.clone();
+        let started = std::time::Instant::now();
+        let n = entries.len();
         tokio::task::spawn_blocking(move || entries.iter().try_for_each(|e| store.insert_entry(e)))
             .await
             .map_err(|e| write_err(std::io::Error::other(e.to_string())))??;
+        if started.elapsed() > SLOW_APPEND {
+            tracing::warn!(entries = n, took = ?started.elapsed(), "slow Raft log append");
+        }
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {
             // The flusher is gone (shutting down): flush inline.
             let r = self.flush().await.map_err(|e| std::io::Error::other(e.to_string()));

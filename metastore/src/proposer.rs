@@ -124,7 +124,7 @@ struct Waits {
 
 /// Proposes a batch as this node, if it leads; a committed proposal's latency is observed.
 /// A leader that cannot reach its quorum keeps the entry, which may still commit, so giving up
-/// after `deadline` answers "maybe applied".
+/// after `deadline` without a quorum answers "maybe applied".
 async fn propose_as_leader(
     raft: &Raft,
     proposal: Proposal,
@@ -132,17 +132,36 @@ async fn propose_as_leader(
     deadline: Duration,
 ) -> Result<ProposalResult, ProposeError> {
     let started = std::time::Instant::now();
-    match tokio::time::timeout(deadline, raft.client_write(proposal)).await {
-        Ok(Ok(resp)) => {
-            commit_latency.observe(started.elapsed().as_secs_f64());
-            Ok(resp.data)
+    let write = raft.client_write(proposal);
+    tokio::pin!(write);
+    loop {
+        match tokio::time::timeout(deadline, &mut write).await {
+            Ok(Ok(resp)) => {
+                commit_latency.observe(started.elapsed().as_secs_f64());
+                return Ok(resp.data);
+            }
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => return Err(ProposeError::NotLeader),
+            Ok(Err(e)) => return Err(ProposeError::Unavailable(e.to_string())),
+            // Still leading with its quorum: the entry commits, and is being applied (a staged
+            // commit of a million keys takes seconds). Cutting it short here made the client
+            // send the whole transaction again.
+            Err(_) if started.elapsed() < MAX_COMMIT_WAIT && still_leads(raft, deadline).await => {}
+            Err(_) => {
+                return Err(ProposeError::Unavailable(format!(
+                    "the proposal did not commit within {:?} and this leader does not reach its quorum",
+                    started.elapsed()
+                )))
+            }
         }
-        Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(ProposeError::NotLeader),
-        Ok(Err(e)) => Err(ProposeError::Unavailable(e.to_string())),
-        Err(_) => Err(ProposeError::Unavailable(format!(
-            "the proposal did not commit within {deadline:?}"
-        ))),
     }
+}
+
+/// Longest a leader waits for its own proposal while it keeps its quorum.
+const MAX_COMMIT_WAIT: Duration = Duration::from_secs(120);
+
+/// Whether this node still leads with a quorum that answers its heartbeats within `deadline`.
+async fn still_leads(raft: &Raft, deadline: Duration) -> bool {
+    matches!(tokio::time::timeout(deadline, raft.get_read_log_id()).await, Ok(Ok(_)))
 }
 
 /// The leader's address when it is another node.
