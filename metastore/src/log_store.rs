@@ -41,8 +41,9 @@ pub struct LogStore {
 /// this small keep it well under that.
 pub const PIECE_BYTES: usize = 4 * 1024;
 
-/// An append that takes longer is logged: openraft's core waits for it.
-const SLOW_APPEND: std::time::Duration = std::time::Duration::from_millis(200);
+/// An append or flush that takes longer is logged: openraft's core waits for appends, and
+/// acknowledgements wait for flushes.
+const SLOW_LOG_IO: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Encoded bytes of entries replication reads for one AppendEntries message (one entry may be
 /// larger).
@@ -341,7 +342,7 @@ fn run_flusher(db: sled::Db, rx: std::sync::mpsc::Receiver<LogFlushed<TypeConfig
         }
         let started = std::time::Instant::now();
         let res = db.flush().map(|_| ());
-        if started.elapsed() > SLOW_APPEND {
+        if started.elapsed() > SLOW_LOG_IO {
             tracing::warn!(appends = batch.len(), took = ?started.elapsed(), "slow Raft log flush");
         }
         for cb in batch.drain(..) {
@@ -483,7 +484,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         tokio::task::spawn_blocking(move || entries.iter().try_for_each(|e| store.insert_entry(e)))
             .await
             .map_err(|e| write_err(std::io::Error::other(e.to_string())))??;
-        if started.elapsed() > SLOW_APPEND {
+        if started.elapsed() > SLOW_LOG_IO {
             tracing::warn!(entries = n, took = ?started.elapsed(), "slow Raft log append");
         }
         if let Err(std::sync::mpsc::SendError(cb)) = self.flush_tx.send(callback) {

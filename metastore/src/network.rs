@@ -17,13 +17,11 @@ use tonic::{Request, Response, Status};
 
 use crate::codec;
 use crate::credential::PeerCredential;
+use crate::log_store::REPLICATION_BATCH_BYTES;
 use crate::peers::Peers;
 use crate::proposer::Proposer;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
-
-/// Largest AppendEntries message, unless a single entry is larger.
-const MAX_APPEND_BYTES: usize = crate::log_store::REPLICATION_BATCH_BYTES;
 
 /// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
 /// new client on every read-index round, and a fresh connection each time costs a handshake.
@@ -122,8 +120,8 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let data = codec::encode(&rpc);
         // openraft gives each append one heartbeat interval to finish, follower fsync included:
         // a follower far behind gets its entries in bounded slices, not all in one message.
-        if data.len() > MAX_APPEND_BYTES && rpc.entries.len() > 1 {
-            let hint = (rpc.entries.len() * MAX_APPEND_BYTES / data.len()).max(1);
+        if data.len() > REPLICATION_BATCH_BYTES && rpc.entries.len() > 1 {
+            let hint = (rpc.entries.len() * REPLICATION_BATCH_BYTES / data.len()).max(1);
             return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(
                 hint as u64,
             )));

@@ -236,13 +236,13 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let peers = Peers::default();
     let credential_file = cfg.data_dir.join(crate::credential::CREDENTIAL_FILE);
     peers.credential().load(&credential_file);
-    let cfg_id_for_raft = cfg.id;
+    let id = cfg.id;
     let raft_thread = RaftThread::start(cfg.id).map_err(|e| NodeError::Raft(format!("starting its thread: {e}")))?;
     // Made on the Raft thread, so that openraft's tasks and its connections to peers run there.
     let network = NetworkFactory::new(peers.raft_lane());
     let raft = raft_thread
         .handle()
-        .spawn(async move { Raft::new(cfg_id_for_raft, config, network, log_store, sm).await })
+        .spawn(async move { Raft::new(id, config, network, log_store, sm).await })
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?
         .map_err(|e| NodeError::Raft(e.to_string()))?;

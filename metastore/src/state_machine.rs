@@ -175,6 +175,20 @@ impl DecodedEntry {
     }
 }
 
+/// Whether entries apply in place: under [`HEAVY_APPLY_OPS`] operations.
+fn is_light(entries: &[DecodedEntry]) -> bool {
+    entries.iter().map(DecodedEntry::weight).sum::<usize>() < HEAVY_APPLY_OPS
+}
+
+/// Applies decoded entries in place when they are light, else outside the lock.
+fn apply_decoded(shared: &SmShared, entries: Vec<DecodedEntry>) -> Vec<ProposalResult> {
+    if is_light(&entries) {
+        apply_in_place(shared, entries)
+    } else {
+        apply_off_lock(shared, entries)
+    }
+}
+
 /// What applying entries changes, apart from the watch history.
 struct Applying<'a> {
     last_applied: &'a mut Option<LogId>,
@@ -409,7 +423,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let bytes: usize = entries.iter().map(payload_bytes).sum();
         if bytes < HEAVY_APPLY_BYTES {
             let decoded: Vec<DecodedEntry> = entries.into_iter().map(DecodedEntry::new).collect();
-            if decoded.iter().map(DecodedEntry::weight).sum::<usize>() < HEAVY_APPLY_OPS {
+            if is_light(&decoded) {
                 return Ok(apply_in_place(&self.shared, decoded));
             }
             let shared = self.shared.clone();
@@ -418,15 +432,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // Decoding and applying this takes up to seconds: not on the Raft thread, which would
         // stop answering heartbeats meanwhile (and its followers would call elections).
         let shared = self.shared.clone();
-        off_raft_thread(move || {
-            let decoded: Vec<DecodedEntry> = entries.into_iter().map(DecodedEntry::new).collect();
-            if decoded.iter().map(DecodedEntry::weight).sum::<usize>() < HEAVY_APPLY_OPS {
-                apply_in_place(&shared, decoded)
-            } else {
-                apply_off_lock(&shared, decoded)
-            }
-        })
-        .await
+        off_raft_thread(move || apply_decoded(&shared, entries.into_iter().map(DecodedEntry::new).collect())).await
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
