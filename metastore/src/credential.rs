@@ -101,13 +101,17 @@ pub fn first_credential_guard(txn: &Txn) -> Option<String> {
 /// at start, then from the replicated state. Empty until the cluster has one: nodes forming a
 /// cluster talk before the first leader creates it.
 #[derive(Clone, Default)]
-pub struct PeerCredential(Arc<parking_lot::RwLock<Option<MetadataValue<Ascii>>>>);
+pub struct PeerCredential {
+    token: Arc<parking_lot::RwLock<Option<MetadataValue<Ascii>>>>,
+    /// When a peer last refused this node for not giving the credential.
+    refused_at: Arc<parking_lot::Mutex<Option<std::time::Instant>>>,
+}
 
 impl PeerCredential {
     /// Learns `token`; a token that is not a valid header value is ignored (ours are hex).
     pub fn set(&self, token: &str) {
         if let Ok(v) = MetadataValue::try_from(token.trim()) {
-            *self.0.write() = Some(v);
+            *self.token.write() = Some(v);
         }
     }
 
@@ -122,7 +126,7 @@ impl PeerCredential {
     /// own messages and forwarded proposals bypass the KV API's checks, so without this any
     /// client could write internal keys through the Raft port.
     pub fn check<T>(&self, req: &Request<T>) -> Result<(), Status> {
-        let Some(known) = self.0.read().clone() else {
+        let Some(known) = self.token.read().clone() else {
             return Ok(());
         };
         match req.metadata().get(CREDENTIAL_HEADER) {
@@ -134,10 +138,66 @@ impl PeerCredential {
     }
 }
 
+impl PeerCredential {
+    /// Records that a peer refused this node's call for a missing or wrong credential: the
+    /// cluster has one this node has not learned yet.
+    pub fn note_refused(&self) {
+        *self.refused_at.lock() = Some(std::time::Instant::now());
+    }
+
+    /// Whether this node may start elections now (see [`may_campaign`]).
+    pub fn may_campaign(&self) -> bool {
+        let known = self.token.read().is_some();
+        let since = self.refused_at.lock().map(|t| t.elapsed());
+        may_campaign(known, since)
+    }
+}
+
+/// How long a node that peers refused stays out of elections before it tries again.
+pub const REFUSAL_HOLD: Duration = Duration::from_secs(5);
+
+/// Whether a node may start elections. One that has not learned the credential while its
+/// peers already have it cannot win (they refuse its votes), yet each try raised its term; the
+/// peers then saw that term in its answers to their own votes and appends, stepped down or
+/// lost their elections, and the cluster stayed leaderless for seconds. Such a node waits
+/// instead: the others elect a leader, whose appends give it the credential. Without a recent
+/// refusal it campaigns as usual (a forming cluster has no credential yet), and after
+/// [`REFUSAL_HOLD`] it tries again, should the refusal have come from a stranger on a
+/// peer's old address.
+pub fn may_campaign(knows_credential: bool, since_refused: Option<Duration>) -> bool {
+    knows_credential || since_refused.is_none_or(|d| d >= REFUSAL_HOLD)
+}
+
+/// How often the election gate looks at the credential's state.
+const GATE_TICK: Duration = Duration::from_millis(100);
+
+/// Starts the task that turns `raft`'s elections off while [`PeerCredential::may_campaign`]
+/// says no; it ends when `raft` shuts down.
+pub fn start_election_gate(raft: Raft, credential: PeerCredential) {
+    tokio::spawn(async move {
+        let mut allowed = true;
+        let mut metrics = raft.metrics();
+        loop {
+            let now = credential.may_campaign();
+            if now != allowed {
+                allowed = now;
+                tracing::info!(
+                    allowed,
+                    "elections by this node (it had not learned the cluster credential)"
+                );
+                raft.runtime_config().elect(allowed);
+            }
+            if let Ok(Err(_)) = tokio::time::timeout(GATE_TICK, metrics.changed()).await {
+                return;
+            }
+        }
+    });
+}
+
 impl tonic::service::Interceptor for PeerCredential {
     /// Adds the credential, once known, to a call to a peer.
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        if let Some(v) = self.0.read().clone() {
+        if let Some(v) = self.token.read().clone() {
             req.metadata_mut().insert(CREDENTIAL_HEADER, v);
         }
         Ok(req)
@@ -234,6 +294,24 @@ mod tests {
         let mut sender = known.clone();
         let given = tonic::service::Interceptor::call(&mut sender, Request::new(())).unwrap();
         assert!(known.check(&given).is_ok());
+    }
+
+    #[test]
+    fn a_node_refused_for_its_credential_waits_out_elections() {
+        assert!(may_campaign(false, None), "a forming cluster elects");
+        assert!(!may_campaign(false, Some(Duration::ZERO)));
+        assert!(!may_campaign(false, Some(REFUSAL_HOLD - Duration::from_millis(1))));
+        assert!(may_campaign(false, Some(REFUSAL_HOLD)), "tries again after the hold");
+        assert!(
+            may_campaign(true, Some(Duration::ZERO)),
+            "a node with the credential always may"
+        );
+        let c = PeerCredential::default();
+        assert!(c.may_campaign());
+        c.note_refused();
+        assert!(!c.may_campaign());
+        c.set("abc");
+        assert!(c.may_campaign());
     }
 
     #[test]

@@ -106,6 +106,10 @@ impl PeerClient {
         match res {
             Ok(r) => Ok(r.into_inner().data.to_vec()),
             Err(s) if s.code() == tonic::Code::Unavailable => Err(CallError::Unreachable(s.message().to_string())),
+            Err(s) if s.code() == tonic::Code::Unauthenticated => {
+                self.peers.credential().note_refused();
+                Err(CallError::Network(format!("{}: {}", s.code(), s.message())))
+            }
             Err(s) => Err(CallError::Network(format!("{}: {}", s.code(), s.message()))),
         }
     }

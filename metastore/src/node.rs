@@ -278,6 +278,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         initialize(&raft, &cfg.peers).await?;
     }
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
+    crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,

@@ -94,6 +94,7 @@ impl Cluster {
 
     /// Like [`Cluster::start`], with a chance to change each node's config.
     pub async fn start_with(n: u64, tweak: impl Fn(&mut NodeConfig)) -> Self {
+        init_logging();
         // A port found free can be taken by a concurrently running test before a node binds
         // it; then start again on other ports.
         for attempt in 0.. {

@@ -207,3 +207,59 @@ async fn the_raft_port_refuses_callers_without_the_cluster_credential() {
     assert!(trusted.get("/brokers/ids/1").await.unwrap().is_some());
     c.shutdown().await;
 }
+
+/// A founding node that starts after its peers formed the cluster has not learned the
+/// credential, so they refuse its votes. It used to campaign again and again, and the peers,
+/// seeing its ever higher term in its answers, lost their leader for many seconds. Now it
+/// stays out of elections until the leader's appends give it the credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_founder_without_the_credential_does_not_keep_the_cluster_leaderless() {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let peers: BTreeMap<u64, String> = (1..=3)
+        .map(|id| (id, format!("127.0.0.1:{}", tests::free_port())))
+        .collect();
+    let config = |id: u64| {
+        let mut cfg = metastore::NodeConfig::new(
+            id,
+            dir.path().join(format!("n{id}")),
+            tests::sock(&peers[&id]),
+            peers.clone(),
+        );
+        cfg.raft = tests::test_tuning();
+        cfg
+    };
+    let n1 = metastore::start(config(1)).await.unwrap();
+    let n2 = metastore::start(config(2)).await.unwrap();
+    let token = tokio::time::timeout(Duration::from_secs(30), n1.cluster_credential())
+        .await
+        .expect("nodes 1 and 2 form the cluster and create its credential");
+    let term_before = n1.raft.metrics().borrow().current_term;
+
+    let n3 = metastore::start(config(3)).await.unwrap();
+    let learned = tokio::time::timeout(Duration::from_secs(30), n3.cluster_credential())
+        .await
+        .expect("the late node learns the credential from the leader");
+    assert_eq!(learned, token);
+    // Writes go through the late node and every node agrees on one leader.
+    let client = metastore::Client::new(&[peers[&3].clone()]).unwrap();
+    client.put("/after", "late").await.unwrap();
+    let leaders: Vec<_> = [&n1, &n2, &n3]
+        .iter()
+        .map(|n| n.raft.metrics().borrow().current_leader)
+        .collect();
+    assert!(
+        leaders[0].is_some() && leaders.iter().all(|l| *l == leaders[0]),
+        "{leaders:?}"
+    );
+    // The late node's one try at the start may cost an election or two, not one a second.
+    let term_after = n1.raft.metrics().borrow().current_term;
+    assert!(
+        term_after <= term_before + 3,
+        "the term went from {term_before} to {term_after} while node 3 joined"
+    );
+    for n in [n1, n2, n3] {
+        n.shutdown().await;
+    }
+}
