@@ -2,7 +2,8 @@
 # Runs one of Apache Kafka's command-line tools by its script name, with the jars kafka-jars.sh
 # fetches (KAFKA_VERSION picks the version):  tools/kafka-tool.sh NAME ARGS...
 # NAME: kafka-topics, kafka-console-producer, kafka-console-consumer, kafka-reassign-partitions,
-# kafka-log-dirs, kafka-configs, kafka-producer-perf-test, kafka-consumer-perf-test, kafka-dump-log.
+# kafka-log-dirs, kafka-configs, kafka-leader-election, kafka-producer-perf-test,
+# kafka-consumer-perf-test, kafka-dump-log.
 # Logs go to stderr at WARN (KAFKA_TOOL_LOG_LEVEL sets the level); KAFKA_HEAP_OPTS replaces -Xmx256m.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -17,6 +18,7 @@ case "$name" in
   kafka-reassign-partitions) classes="org.apache.kafka.tools.reassign.ReassignPartitionsCommand kafka.admin.ReassignPartitionsCommand" ;;
   kafka-log-dirs) classes="org.apache.kafka.tools.LogDirsCommand kafka.admin.LogDirsCommand" ;;
   kafka-configs) classes="org.apache.kafka.tools.ConfigCommand kafka.admin.ConfigCommand" ;;
+  kafka-leader-election) classes="org.apache.kafka.tools.LeaderElectionCommand kafka.admin.LeaderElectionCommand" ;;
   kafka-producer-perf-test) classes="org.apache.kafka.tools.ProducerPerformance" ;;
   kafka-consumer-perf-test) classes="org.apache.kafka.tools.ConsumerPerformance kafka.tools.ConsumerPerformance" ;;
   kafka-dump-log) classes="org.apache.kafka.tools.DumpLogSegments kafka.tools.DumpLogSegments" ;;

@@ -77,6 +77,15 @@ pub fn is_known(key: &str) -> bool {
     KNOWN.contains(&key)
 }
 
+/// Whether a config holds a comma-separated list, which Kafka's APPEND and SUBTRACT change
+/// element by element.
+pub fn is_list(key: &str) -> bool {
+    matches!(
+        key,
+        LEADER_THROTTLED_REPLICAS | FOLLOWER_THROTTLED_REPLICAS | "cleanup.policy"
+    )
+}
+
 /// Whether Ferry knows (and checks) this broker config.
 pub fn is_known_broker(key: &str) -> bool {
     BROKER_KNOWN.contains(&key)

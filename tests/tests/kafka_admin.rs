@@ -1,5 +1,7 @@
 //! Ferry's reassignment through Kafka's own admin APIs, driven by kafka-python's admin client
-//! against any broker: a topic is created (and refused the second time), a partition's move is
+//! against any broker: a topic is created (and refused the second time), its configs changed
+//! with APPEND, SUBTRACT and the legacy replace-all AlterConfigs, it grows by a partition (and
+//! a shrink is refused), a partition's move is
 //! submitted, listed while a throttle holds it, cancelled back to its original replicas, and a
 //! second cancel finds nothing to cancel. DescribeCluster lists the brokers.
 
@@ -39,6 +41,33 @@ async fn kafka_python_creates_moves_lists_and_cancels_through_any_broker() {
 
     let created = admin(&via, "create");
     assert_eq!(created["again"], "TopicAlreadyExistsError", "{created}");
+    // Configs: APPEND and SUBTRACT on a list, then the legacy AlterConfigs replaces them all.
+    let configs = admin(&via, "configs");
+    assert_eq!(
+        configs["after_append_subtract"],
+        serde_json::json!({"leader.replication.throttled.replicas": "0:2,1:1", "retention.ms": "86400000"}),
+        "{configs}"
+    );
+    assert_eq!(
+        configs["after_replace"],
+        serde_json::json!({"leader.replication.throttled.replicas": "0:2,1:1", "retention.ms": "5000"}),
+        "{configs}"
+    );
+    assert_eq!(
+        configs["after_reset"],
+        serde_json::json!({"retention.ms": "5000"}),
+        "{configs}"
+    );
+    assert_eq!(configs["alters"], serde_json::json!(vec!["OK"; 5]), "{configs}");
+    let refused = configs["append_to_non_list"].as_str().unwrap();
+    assert!(
+        refused.contains("InvalidConfigurationError") && refused.contains("retention.ms"),
+        "{configs}"
+    );
+    // CreatePartitions: one more partition; a shrink is refused.
+    let grown = admin(&via, "grow");
+    assert_eq!(grown["shrink"], "InvalidPartitionsError", "{grown}");
+    assert!(partition_state(&c, "adm", 1).await.is_some(), "adm-1 created");
     tests::wait_until(Duration::from_secs(30), "adm-0 led with both replicas in sync", || {
         tests::data::isr_is(&c, "adm", 0, &[1, 2])
     })

@@ -36,7 +36,7 @@ pub(super) fn text(s: &str) -> Option<StrBytes> {
     (!s.is_empty()).then(|| StrBytes::from_string(s.to_string()))
 }
 
-fn name(s: &str) -> TopicName {
+pub(super) fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
@@ -128,7 +128,7 @@ pub async fn create_topics(ch: &ControllerChannels, req: CreateTopicsRequest, ve
 
 /// A lookup of each topic's outcome: its own result, else the request-wide refusal, else the
 /// transport failure.
-fn results_by_topic<'a>(
+pub(super) fn results_by_topic<'a>(
     answer: Result<(&'a Vec<pb::TopicResult>, i32, &'a String), &'a (i16, String)>,
 ) -> impl Fn(&str) -> (i16, String) + 'a {
     move |topic: &str| match answer {

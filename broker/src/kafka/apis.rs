@@ -55,6 +55,9 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DescribeCluster, 0, 0, 1),
     api(ApiKey::DescribeConfigs, 1, 1, 4),
     api(ApiKey::IncrementalAlterConfigs, 0, 0, 1),
+    api(ApiKey::AlterConfigs, 0, 0, 2),
+    api(ApiKey::CreatePartitions, 0, 0, 3),
+    api(ApiKey::ElectLeaders, 0, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 1, 4),
     api(ApiKey::AlterReplicaLogDirs, 1, 1, 2),
 ];

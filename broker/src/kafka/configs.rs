@@ -1,16 +1,21 @@
-//! DescribeConfigs and IncrementalAlterConfigs for topics and brokers, forwarded to the
-//! controller. Throttles set this way (`leader.replication.throttled.rate`,
+//! DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics and brokers, forwarded
+//! to the controller. Throttles set this way (`leader.replication.throttled.rate`,
 //! `*.replication.throttled.replicas` and the rest) are the operator's, as in Kafka: they act
 //! until removed, which `kafka-reassign-partitions --verify` does with DELETE.
 
+use std::collections::HashMap;
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as ReplaceResult;
 use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use proto::errors::ErrorCode;
 use proto::ferry::{self as pb, config_resource::Type};
+use proto::topic_config;
 
 use super::admin::{call, text};
 use super::apis::wire;
@@ -24,6 +29,9 @@ const BROKER: i8 = 4;
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
 
+/// A failure as Kafka answers it: the wire code and the message.
+type Failure = (i16, String);
+
 fn resource(kind: i8, name: &StrBytes) -> Result<pb::ConfigResource, String> {
     let r#type = match kind {
         TOPIC => Type::Topic,
@@ -36,6 +44,24 @@ fn resource(kind: i8, name: &StrBytes) -> Result<pb::ConfigResource, String> {
     })
 }
 
+/// The configs set on one resource now.
+async fn current(ch: &ControllerChannels, res: pb::ConfigResource) -> Result<HashMap<String, String>, Failure> {
+    let grpc = pb::DescribeConfigsRequest { resources: vec![res] };
+    let a = call(ch, |mut c| async move { c.describe_configs(grpc).await }).await?;
+    if a.error_code != 0 {
+        return Err((wire(ErrorCode(a.error_code)), a.error_message));
+    }
+    let e = a
+        .results
+        .into_iter()
+        .next()
+        .ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))?;
+    if e.error_code != 0 {
+        return Err((wire(ErrorCode(e.error_code)), e.error_message));
+    }
+    Ok(e.config)
+}
+
 /// DescribeConfigs: the configs set on each topic or broker, the keys asked for or all.
 pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
     let mut resp = DescribeConfigsResponse::default();
@@ -43,27 +69,10 @@ pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsReque
         let mut out = DescribeConfigsResult::default();
         out.resource_type = r.resource_type;
         out.resource_name = r.resource_name.clone();
-        let answer = match resource(r.resource_type, &r.resource_name) {
+        let entries = match resource(r.resource_type, &r.resource_name) {
             Err(e) => Err((wire(ErrorCode::INVALID_REQUEST), e)),
-            Ok(res) => {
-                let grpc = pb::DescribeConfigsRequest { resources: vec![res] };
-                call(ch, |mut c| async move { c.describe_configs(grpc).await }).await
-            }
+            Ok(res) => current(ch, res).await,
         };
-        let entries = answer.and_then(|a| {
-            if a.error_code != 0 {
-                return Err((wire(ErrorCode(a.error_code)), a.error_message));
-            }
-            let e = a
-                .results
-                .into_iter()
-                .next()
-                .ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))?;
-            if e.error_code != 0 {
-                return Err((wire(ErrorCode(e.error_code)), e.error_message));
-            }
-            Ok(e.config)
-        });
         match entries {
             Err((code, message)) => {
                 out.error_code = code;
@@ -102,9 +111,133 @@ pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsReque
 /// Kafka's config operations.
 const SET: i8 = 0;
 const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
 
-/// IncrementalAlterConfigs: SET and DELETE on each resource, each resource in one write.
-/// APPEND and SUBTRACT (on list configs) are refused for now, naming the config.
+/// One resource's change as one write: configs to set and configs to remove.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// Configs to set.
+    pub set: HashMap<String, String>,
+    /// Configs to remove.
+    pub delete: Vec<String>,
+}
+
+impl ConfigChange {
+    fn put(&mut self, name: &str, value: Option<String>) {
+        match value {
+            Some(v) => {
+                self.delete.retain(|d| d != name);
+                self.set.insert(name.to_string(), v);
+            }
+            None => {
+                self.set.remove(name);
+                if !self.delete.iter().any(|d| d == name) {
+                    self.delete.push(name.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Whether an IncrementalAlterConfigs resource needs the current configs (APPEND, SUBTRACT).
+fn needs_current(ops: &[(String, i8, Option<String>)]) -> bool {
+    ops.iter().any(|(_, op, _)| *op == APPEND || *op == SUBTRACT)
+}
+
+/// The change IncrementalAlterConfigs asks for, over the configs set now. APPEND adds the
+/// list elements not there yet and SUBTRACT removes those given; a list left empty is removed.
+/// Both apply to list configs only, as in Kafka (INVALID_CONFIG); the error names the config.
+pub fn plan_incremental(
+    ops: &[(String, i8, Option<String>)],
+    current: &HashMap<String, String>,
+) -> Result<ConfigChange, Failure> {
+    let mut change = ConfigChange::default();
+    for (name, op, value) in ops {
+        // A later operation on the same config sees the earlier ones' result.
+        let now = match change.set.get(name) {
+            Some(v) => Some(v.clone()),
+            None if change.delete.contains(name) => None,
+            None => current.get(name).cloned(),
+        };
+        match (*op, value) {
+            (SET, Some(v)) => change.put(name, Some(v.clone())),
+            (SET, None) => return Err(invalid(format!("{name}: SET needs a value"))),
+            (DELETE, _) => change.put(name, None),
+            (APPEND | SUBTRACT, _) if !topic_config::is_list(name) => {
+                return Err((
+                    wire(ErrorCode::INVALID_CONFIG),
+                    format!("{name}: APPEND and SUBTRACT apply to list configs only"),
+                ))
+            }
+            (APPEND | SUBTRACT, None) => return Err(invalid(format!("{name}: operation {op} needs a value"))),
+            (APPEND | SUBTRACT, Some(v)) => {
+                let mut items: Vec<String> = list(now.as_deref().unwrap_or(""));
+                for item in list(v) {
+                    if *op == APPEND && !items.contains(&item) {
+                        items.push(item);
+                    } else if *op == SUBTRACT {
+                        items.retain(|i| *i != item);
+                    }
+                }
+                change.put(name, (!items.is_empty()).then(|| items.join(",")));
+            }
+            (op, _) => {
+                return Err(invalid(format!(
+                    "{name}: unknown operation {op} (SET 0, DELETE 1, APPEND 2, SUBTRACT 3)"
+                )))
+            }
+        }
+    }
+    Ok(change)
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The change the legacy AlterConfigs asks for: the given configs become the resource's whole
+/// set, so configs set now and not given are removed (a null value removes one too).
+pub fn plan_replace(given: &[(String, Option<String>)], current: &HashMap<String, String>) -> ConfigChange {
+    let mut change = ConfigChange::default();
+    for name in current.keys() {
+        if !given.iter().any(|(g, _)| g == name) {
+            change.put(name, None);
+        }
+    }
+    for (name, value) in given {
+        change.put(name, value.clone());
+    }
+    change.delete.sort();
+    change
+}
+
+/// Writes `change` to `res` in one request.
+async fn write(
+    ch: &ControllerChannels,
+    res: pb::ConfigResource,
+    change: ConfigChange,
+    validate_only: bool,
+) -> Result<(), Failure> {
+    let grpc = pb::AlterConfigsRequest {
+        resource: Some(res),
+        set: change.set,
+        delete: change.delete,
+        validate_only,
+    };
+    let a = call(ch, |mut c| async move { c.alter_configs(grpc).await }).await?;
+    match a.error_code {
+        0 => Ok(()),
+        code => Err((wire(ErrorCode(code)), a.error_message)),
+    }
+}
+
+/// IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on each resource, each resource
+/// in one write.
 pub async fn incremental_alter_configs(
     ch: &ControllerChannels,
     req: IncrementalAlterConfigsRequest,
@@ -114,42 +247,125 @@ pub async fn incremental_alter_configs(
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = r.resource_type;
         out.resource_name = r.resource_name.clone();
-        let mut set = std::collections::HashMap::new();
-        let mut delete = Vec::new();
-        let mut refused = None;
-        for c in &r.configs {
-            match (c.config_operation, &c.value) {
-                (SET, Some(v)) => {
-                    set.insert(c.name.to_string(), v.to_string());
-                }
-                (SET, None) => refused = Some(format!("{}: SET needs a value", c.name)),
-                (DELETE, _) => delete.push(c.name.to_string()),
-                (op, _) => {
-                    refused = Some(format!(
-                        "{}: operation {op} is not served (SET 0 and DELETE 1 are)",
-                        c.name
-                    ))
-                }
-            }
-        }
-        let answer = match (refused, resource(r.resource_type, &r.resource_name)) {
-            (Some(why), _) | (None, Err(why)) => Err((wire(ErrorCode::INVALID_REQUEST), why)),
-            (None, Ok(res)) => {
-                let grpc = pb::AlterConfigsRequest {
-                    resource: Some(res),
-                    set,
-                    delete,
-                    validate_only: req.validate_only,
-                };
-                call(ch, |mut c| async move { c.alter_configs(grpc).await })
-                    .await
-                    .map(|a| (wire(ErrorCode(a.error_code)), a.error_message))
-            }
+        let ops: Vec<(String, i8, Option<String>)> = r
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.config_operation,
+                    c.value.as_ref().map(|v| v.to_string()),
+                )
+            })
+            .collect();
+        let outcome = async {
+            let res = resource(r.resource_type, &r.resource_name).map_err(invalid)?;
+            let now = if needs_current(&ops) {
+                current(ch, res.clone()).await?
+            } else {
+                HashMap::new()
+            };
+            let change = plan_incremental(&ops, &now)?;
+            write(ch, res, change, req.validate_only).await
         };
-        let (code, message) = answer.unwrap_or_else(|e| e);
+        let (code, message) = outcome.await.err().unwrap_or((0, String::new()));
         out.error_code = code;
         out.error_message = text(&message);
         resp.responses.push(out);
     }
     resp
+}
+
+/// AlterConfigs (the legacy API that `kafka-configs` used before 2.3): each resource's configs
+/// become exactly those given.
+pub async fn alter_configs(ch: &ControllerChannels, req: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut resp = AlterConfigsResponse::default();
+    for r in req.resources {
+        let mut out = ReplaceResult::default();
+        out.resource_type = r.resource_type;
+        out.resource_name = r.resource_name.clone();
+        let given: Vec<(String, Option<String>)> = r
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect();
+        let outcome = async {
+            let res = resource(r.resource_type, &r.resource_name).map_err(invalid)?;
+            let now = current(ch, res.clone()).await?;
+            write(ch, res, plan_replace(&given, &now), req.validate_only).await
+        };
+        let (code, message) = outcome.await.err().unwrap_or((0, String::new()));
+        out.error_code = code;
+        out.error_message = text(&message);
+        resp.responses.push(out);
+    }
+    resp
+}
+
+fn invalid(why: String) -> Failure {
+    (wire(ErrorCode::INVALID_REQUEST), why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(name: &str, op: i8, value: Option<&str>) -> (String, i8, Option<String>) {
+        (name.into(), op, value.map(String::from))
+    }
+
+    const LEADERS: &str = "leader.replication.throttled.replicas";
+
+    #[test]
+    fn append_and_subtract_change_list_elements_only() {
+        let now = HashMap::from([(LEADERS.to_string(), "0:1,1:2".to_string())]);
+        let c = plan_incremental(&[op(LEADERS, APPEND, Some("1:2,2:3"))], &now).unwrap();
+        assert_eq!(c.set[LEADERS], "0:1,1:2,2:3");
+        let c = plan_incremental(&[op(LEADERS, SUBTRACT, Some("0:1"))], &now).unwrap();
+        assert_eq!(c.set[LEADERS], "1:2");
+        let c = plan_incremental(&[op(LEADERS, SUBTRACT, Some("0:1,1:2"))], &now).unwrap();
+        assert_eq!(c.delete, vec![LEADERS.to_string()], "an emptied list is removed");
+        let c = plan_incremental(&[op(LEADERS, APPEND, Some("5:1"))], &HashMap::new()).unwrap();
+        assert_eq!(c.set[LEADERS], "5:1");
+    }
+
+    #[test]
+    fn operations_on_one_config_apply_in_order() {
+        let ops = [op(LEADERS, DELETE, None), op(LEADERS, APPEND, Some("3:1"))];
+        let now = HashMap::from([(LEADERS.to_string(), "0:1".to_string())]);
+        let c = plan_incremental(&ops, &now).unwrap();
+        assert_eq!(c.set[LEADERS], "3:1");
+        assert!(c.delete.is_empty());
+    }
+
+    #[test]
+    fn bad_operations_name_the_config() {
+        let (code, e) = plan_incremental(&[op("retention.ms", APPEND, Some("1"))], &HashMap::new()).unwrap_err();
+        assert_eq!(code, wire(ErrorCode::INVALID_CONFIG));
+        assert!(e.contains("retention.ms") && e.contains("list"), "{e}");
+        let (code, e) = plan_incremental(&[op("retention.ms", SET, None)], &HashMap::new()).unwrap_err();
+        assert_eq!(code, wire(ErrorCode::INVALID_REQUEST));
+        assert!(e.contains("retention.ms"), "{e}");
+        let (_, e) = plan_incremental(&[op("retention.ms", 7, Some("1"))], &HashMap::new()).unwrap_err();
+        assert!(e.contains("unknown operation 7"), "{e}");
+    }
+
+    #[test]
+    fn replace_removes_what_it_does_not_name() {
+        let now = HashMap::from([
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("min.insync.replicas".to_string(), "2".to_string()),
+            ("segment.bytes".to_string(), "1048576".to_string()),
+        ]);
+        let given = [
+            ("retention.ms".to_string(), Some("5000".to_string())),
+            ("segment.bytes".to_string(), None),
+        ];
+        let c = plan_replace(&given, &now);
+        assert_eq!(c.set, HashMap::from([("retention.ms".to_string(), "5000".to_string())]));
+        assert_eq!(
+            c.delete,
+            vec!["min.insync.replicas".to_string(), "segment.bytes".to_string()]
+        );
+    }
 }

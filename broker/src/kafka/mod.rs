@@ -1,7 +1,7 @@
 //! The Kafka listener of a broker: Kafka's own clients and tools reach Ferry here. It serves
-//! ApiVersions, Metadata, Produce, Fetch, ListOffsets and OffsetForLeaderEpoch; any other API
-//! answers nothing and the connection closes, as a Kafka broker does for an API it does not
-//! know. Frames are bounded (`frame`) and every count and length in them proven true (`walk`,
+//! the APIs in [`apis::SERVED`]: data (`data`), metadata (`apis`), and admin requests forwarded
+//! to the controller (`admin`, `configs`, `partitions`, `log_dirs`); any other API answers
+//! nothing and the connection closes, as a Kafka broker does for an API it does not know. Frames are bounded (`frame`) and every count and length in them proven true (`walk`,
 //! with the shapes in `schemas`) before the protocol crate decodes them; the answers are built
 //! in `apis` (metadata) and `data` (records).
 
@@ -12,6 +12,7 @@ pub mod data;
 pub mod frame;
 pub mod groups;
 pub mod log_dirs;
+pub mod partitions;
 pub mod producer_ids;
 pub mod schemas;
 pub mod walk;
@@ -25,10 +26,11 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, FetchRequest, FindCoordinatorRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest,
-    MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
@@ -273,6 +275,9 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
         | ApiKey::DeleteTopics
         | ApiKey::DescribeConfigs
         | ApiKey::IncrementalAlterConfigs
+        | ApiKey::AlterConfigs
+        | ApiKey::CreatePartitions
+        | ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments
         | ApiKey::ListPartitionReassignments => {
             let Some(ch) = ctx.controller.as_ref() else {
@@ -315,6 +320,18 @@ async fn forward(
         ApiKey::IncrementalAlterConfigs => {
             let req = IncrementalAlterConfigsRequest::decode(frame, version).map_err(malformed)?;
             respond(api, version, c, &configs::incremental_alter_configs(ch, req).await)
+        }
+        ApiKey::AlterConfigs => {
+            let req = AlterConfigsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &configs::alter_configs(ch, req).await)
+        }
+        ApiKey::CreatePartitions => {
+            let req = CreatePartitionsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &partitions::create_partitions(ch, req).await)
+        }
+        ApiKey::ElectLeaders => {
+            let req = ElectLeadersRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &partitions::elect_leaders(ch, req, version).await)
         }
         ApiKey::AlterPartitionReassignments => {
             let req = AlterPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;

@@ -31,6 +31,7 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
         ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
+        ApiKey::AlterConfigs | ApiKey::CreatePartitions | ApiKey::ElectLeaders => v >= 2,
         _ => false,
     };
     Some((fields.into_iter().flatten().collect(), flexible))
@@ -120,6 +121,16 @@ fn admin_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
             Some(arr(vec![I8, Field::Str, arr(vec![Field::Str, I8, Field::Str])])),
             Some(I8),
         ],
+        ApiKey::AlterConfigs => vec![
+            Some(arr(vec![I8, Field::Str, arr(vec![Field::Str, Field::Str])])),
+            Some(I8),
+        ],
+        ApiKey::CreatePartitions => vec![
+            Some(arr(vec![Field::Str, I32, arr(vec![Field::Ints(4)])])),
+            Some(I32),
+            Some(I8),
+        ],
+        ApiKey::ElectLeaders => vec![when(v >= 1, I8), Some(arr(vec![Field::Str, Field::Ints(4)])), Some(I32)],
         ApiKey::DescribeLogDirs => vec![Some(arr(vec![Field::Str, Field::Ints(4)]))],
         ApiKey::AlterReplicaLogDirs => vec![Some(arr(vec![Field::Str, arr(vec![Field::Str, Field::Ints(4)])]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
