@@ -96,6 +96,8 @@ pub struct BrokerCore {
     /// Bumped once a failed dir's replicas are offline, for the registration to publish.
     pub offline_published: tokio::sync::watch::Sender<u64>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
+    /// The folder in which each replica's `partition.metadata` was last made right.
+    topic_ids_recorded: Mutex<HashMap<TopicPartition, PathBuf>>,
 }
 
 /// Why the broker could not open its data.
@@ -154,6 +156,7 @@ impl BrokerCore {
             offline_published: tokio::sync::watch::channel(0).0,
             config,
             fetchers: Mutex::new(HashMap::new()),
+            topic_ids_recorded: Mutex::new(HashMap::new()),
         })
     }
 
@@ -362,7 +365,33 @@ impl BrokerCore {
                 !unsynced
             });
         }
+        self.record_topic_ids(ready.iter().map(|(tp, _, r, _)| (*tp, r)));
         ready.into_iter().map(|(tp, state, r, _)| (tp, state, r)).collect()
+    }
+
+    /// Writes `partition.metadata` into each replica's folder once per folder it lives in (a
+    /// dir move gives it a new one). A file naming another topic is reported, not replaced.
+    fn record_topic_ids<'a>(&self, replicas: impl Iterator<Item = (&'a TopicPartition, &'a Arc<Replica>)>) {
+        let view = self.view.read();
+        let mut recorded = self.topic_ids_recorded.lock();
+        for (tp, r) in replicas {
+            let dir = r.log().dir().to_path_buf();
+            if recorded.get(tp) == Some(&dir) {
+                continue;
+            }
+            let Some(id) = view
+                .topics
+                .get(&tp.0)
+                .and_then(|e| e.record.as_ref())
+                .and_then(|t| uuid::Uuid::parse_str(&t.topic_id).ok())
+            else {
+                continue;
+            };
+            if let Err(e) = crate::partition_log::partition_metadata::ensure(&dir, id) {
+                tracing::error!(replica = %r.name(), error = %e, "partition.metadata");
+            }
+            recorded.insert(tp.clone(), dir);
+        }
     }
 
     fn ensure_replica(
@@ -395,6 +424,7 @@ impl BrokerCore {
     }
 
     fn delete_replica(&self, tp: &TopicPartition) {
+        self.topic_ids_recorded.lock().remove(tp);
         if let Some(h) = self.fetchers.lock().remove(tp) {
             h.abort();
         }

@@ -19,6 +19,7 @@ pub mod ferry {
 pub mod clock;
 pub mod cluster_view;
 pub mod errors;
+pub mod kafka_uuid;
 pub mod keys;
 pub mod partition_invariants;
 pub mod topic_config;

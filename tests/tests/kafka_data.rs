@@ -147,6 +147,31 @@ async fn kafka_clients_produce_and_fetch_records_identical_in_every_codec() {
         assert_eq!(seen, codecs.into_iter().collect(), "{}", f.display());
         assert_eq!(batches.last().unwrap().0.next_offset(), want.len() as i64);
     }
+    // Each folder names its topic's id in partition.metadata, as a Kafka broker writes it.
+    let described = four
+        .client
+        .admin_call(|mut a| async move {
+            a.describe_topics(proto::ferry::DescribeTopicsRequest {
+                topics: vec!["codecs".into()],
+            })
+            .await
+        })
+        .await
+        .unwrap();
+    let topic_id = uuid::Uuid::parse_str(&described.topics[0].topic_id).unwrap();
+    let file = broker::partition_log::partition_metadata::FILE;
+    tests::wait_until(Duration::from_secs(30), "partition.metadata in every replica", || {
+        let folders = folders.clone();
+        async move {
+            folders.iter().all(|f| {
+                std::fs::read_to_string(f.join(file))
+                    .ok()
+                    .and_then(|t| broker::partition_log::partition_metadata::parse(&t))
+                    == Some(topic_id)
+            })
+        }
+    })
+    .await;
 
     // kafka-python: a producer at acks=all and a consumer with assign() and no group.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/kafka_produce_consume.py");

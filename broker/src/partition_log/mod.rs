@@ -3,13 +3,15 @@
 //! Folder layout (`<logdir>/<topic>-<partition>/`):
 //! - `<base offset, 20 digits>.log`: record batches back to back (see [`crate::record_batch`]);
 //! - `<same>.index`: sparse offset index, little-endian (relative offset u32, position u32) entries;
-//! - `leader-epoch-checkpoint`: epochs and their start offsets, replaced atomically.
+//! - `leader-epoch-checkpoint`: epochs and their start offsets, replaced atomically;
+//! - `partition.metadata`: the topic id (see [`partition_metadata`]).
 //!
 //! Invariants: segments are contiguous (each base is the previous segment's end offset), every segment
 //! except the last is non-empty and fsynced, and at least one segment always exists.
 
 mod epoch_cache;
 mod error;
+pub mod partition_metadata;
 pub mod producer_state;
 mod read;
 mod segment;

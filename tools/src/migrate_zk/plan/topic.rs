@@ -181,10 +181,12 @@ fn topic_record(c: &ZkCluster, name: &str, t: &ZkTopic, n: u32) -> Result<TopicR
         .collect();
     topic_config::validate(&known).map_err(|e| invalid(format!("{}/{name}", parse::TOPIC_CONFIGS), e))?;
     Ok(TopicRecord {
+        // ZooKeeper holds Kafka's form of the id; Ferry stores the hyphenated one, so that the
+        // id Kafka wrote into each partition.metadata is the topic's id here too.
         topic_id: t
             .topic_id
-            .clone()
-            .filter(|id| !id.is_empty())
+            .as_deref()
+            .and_then(proto::kafka_uuid::canonical)
             .unwrap_or_else(|| derived_topic_id(&c.cluster_id, name)),
         partitions: n,
         config: config.into_iter().collect(),
