@@ -5,6 +5,7 @@
 pub mod byte_counters;
 pub mod client;
 pub mod controller_channels;
+pub mod dir_checkpoints;
 pub mod dir_choice;
 pub mod dir_move_recovery;
 pub mod dir_moves;

@@ -154,6 +154,7 @@ impl Broker {
             tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
+            tokio::spawn(crate::dir_checkpoints::run(self.core.clone())),
         ];
         if let Some(k) = self.kafka {
             tasks.push(tokio::spawn(crate::kafka::serve(

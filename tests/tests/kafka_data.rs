@@ -160,7 +160,16 @@ async fn kafka_clients_produce_and_fetch_records_identical_in_every_codec() {
         .unwrap();
     let topic_id = uuid::Uuid::parse_str(&described.topics[0].topic_id).unwrap();
     let file = broker::partition_log::partition_metadata::FILE;
-    tests::wait_until(Duration::from_secs(30), "partition.metadata in every replica", || {
+    // And each log dir keeps Kafka's checkpoint files: the high watermark and log start.
+    let checkpoint = |f: &Path, name: &str| {
+        std::fs::read_to_string(f.parent().unwrap().join(name))
+            .ok()
+            .and_then(|t| broker::dir_checkpoints::parse(&t))
+            .and_then(|entries| entries.into_iter().find(|(t, p, _)| t == "codecs" && *p == 0))
+            .map(|(_, _, offset)| offset)
+    };
+    let end = want.len() as i64;
+    tests::wait_until(Duration::from_secs(30), "partition.metadata and checkpoints", || {
         let folders = folders.clone();
         async move {
             folders.iter().all(|f| {
@@ -168,6 +177,9 @@ async fn kafka_clients_produce_and_fetch_records_identical_in_every_codec() {
                     .ok()
                     .and_then(|t| broker::partition_log::partition_metadata::parse(&t))
                     == Some(topic_id)
+                    && checkpoint(f, broker::dir_checkpoints::REPLICATION) == Some(end)
+                    && checkpoint(f, broker::dir_checkpoints::LOG_START) == Some(0)
+                    && checkpoint(f, broker::dir_checkpoints::RECOVERY_POINT) == Some(0)
             })
         }
     })

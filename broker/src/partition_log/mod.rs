@@ -262,6 +262,12 @@ impl PartitionLog {
         self.segments.first_key_value().map_or(0, |(base, _)| *base)
     }
 
+    /// The offset up to which the log is known synced: the active segment's base (every sealed
+    /// segment is fsynced), Kafka's recovery point.
+    pub fn recovery_point(&self) -> i64 {
+        self.active().base
+    }
+
     /// Next offset to be written.
     pub fn log_end_offset(&self) -> i64 {
         self.active().next_offset

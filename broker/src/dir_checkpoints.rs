@@ -1,0 +1,179 @@
+//! The checkpoint files Kafka keeps at the top of each log dir, written the same way here:
+//! `replication-offset-checkpoint` (high watermarks), `log-start-offset-checkpoint` and
+//! `recovery-point-offset-checkpoint` (the offset below which the log is synced). Each is
+//! version `0`, a count, then `topic partition offset` lines, replaced atomically every
+//! [`INTERVAL`] when it changed (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
+//! Ferry recovers from the segments themselves and does not read them back; they are there so
+//! that a log dir reads as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::replica_manager::BrokerCore;
+
+/// How often the files are brought up to date.
+pub const INTERVAL: Duration = Duration::from_secs(5);
+/// High watermarks.
+pub const REPLICATION: &str = "replication-offset-checkpoint";
+/// Log start offsets.
+pub const LOG_START: &str = "log-start-offset-checkpoint";
+/// Recovery points.
+pub const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
+
+/// One replica's line in a checkpoint file.
+pub type Entry = (String, u32, i64);
+
+/// A checkpoint file's text: version 0, the count, one line per replica, in name order.
+pub fn encode(entries: &[Entry]) -> String {
+    let mut sorted: Vec<&Entry> = entries.iter().collect();
+    sorted.sort();
+    let mut out = format!("0\n{}\n", sorted.len());
+    for (topic, partition, offset) in sorted {
+        out.push_str(&format!("{topic} {partition} {offset}\n"));
+    }
+    out
+}
+
+/// The entries of a checkpoint file's text, if it is a well-formed version 0 file.
+pub fn parse(text: &str) -> Option<Vec<Entry>> {
+    let mut lines = text.lines();
+    if lines.next()? != "0" {
+        return None;
+    }
+    let count: usize = lines.next()?.parse().ok()?;
+    let entries: Vec<Entry> = lines
+        .map(|l| {
+            let mut f = l.split(' ');
+            let e = (f.next()?.to_string(), f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+            f.next().is_none().then_some(e)
+        })
+        .collect::<Option<_>>()?;
+    (entries.len() == count).then_some(entries)
+}
+
+/// What one log dir's three files hold.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DirOffsets {
+    /// High watermarks.
+    pub replication: Vec<Entry>,
+    /// Log start offsets.
+    pub log_start: Vec<Entry>,
+    /// Recovery points.
+    pub recovery_point: Vec<Entry>,
+}
+
+/// The offsets of every replica hosted, by the log dir that holds it.
+fn gather(core: &BrokerCore) -> BTreeMap<PathBuf, DirOffsets> {
+    let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
+    let mut by_dir: BTreeMap<PathBuf, DirOffsets> = core
+        .dirs
+        .dirs()
+        .iter()
+        .map(|d| (d.clone(), DirOffsets::default()))
+        .collect();
+    for r in replicas {
+        let hw = r.state().high_watermark;
+        let (folder, start, recovery) = {
+            let log = r.log();
+            (log.dir().to_path_buf(), log.log_start_offset(), log.recovery_point())
+        };
+        let Some(dir) = core.dirs.dir_of(&folder).filter(|d| by_dir.contains_key(*d)) else {
+            continue;
+        };
+        let Some(o) = by_dir.get_mut(dir) else { continue };
+        o.replication.push((r.topic.clone(), r.partition, hw));
+        o.log_start.push((r.topic.clone(), r.partition, start));
+        o.recovery_point.push((r.topic.clone(), r.partition, recovery));
+    }
+    by_dir
+}
+
+/// Replaces `dir/name` with `text`: a temporary file, synced, renamed over it.
+fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))
+}
+
+/// Writes every file whose text changed since `last`; a dir that is offline is skipped.
+fn write_changed(core: &BrokerCore, last: &mut HashMap<PathBuf, String>) {
+    for (dir, o) in gather(core) {
+        if core.dirs.offline_reason(&dir).is_some() {
+            continue;
+        }
+        for (name, entries) in [
+            (REPLICATION, &o.replication),
+            (LOG_START, &o.log_start),
+            (RECOVERY_POINT, &o.recovery_point),
+        ] {
+            let text = encode(entries);
+            let path = dir.join(name);
+            if last.get(&path) == Some(&text) {
+                continue;
+            }
+            match replace(&dir, name, &text) {
+                Ok(()) => {
+                    last.insert(path, text);
+                }
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "writing a checkpoint file"),
+            }
+        }
+    }
+}
+
+/// Keeps the files up to date until the task is aborted.
+pub async fn run(core: Arc<BrokerCore>) {
+    let mut last = HashMap::new();
+    let mut tick = tokio::time::interval(INTERVAL);
+    loop {
+        tick.tick().await;
+        let c = core.clone();
+        // Thousands of replicas mean megabytes of text and an fsync per file: off the runtime.
+        last = match tokio::task::spawn_blocking(move || {
+            write_changed(&c, &mut last);
+            last
+        })
+        .await
+        {
+            Ok(l) => l,
+            Err(_) => HashMap::new(),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_file_reads_back_in_kafkas_layout() {
+        let entries = vec![
+            ("b".to_string(), 1, 7),
+            ("a".to_string(), 10, 0),
+            ("a".to_string(), 2, 42),
+        ];
+        let text = encode(&entries);
+        assert_eq!(text, "0\n3\na 2 42\na 10 0\nb 1 7\n");
+        let mut back = parse(&text).unwrap();
+        back.sort();
+        let mut want = entries;
+        want.sort();
+        assert_eq!(back, want);
+        assert_eq!(encode(&[]), "0\n0\n");
+        assert_eq!(parse("0\n0\n"), Some(vec![]));
+    }
+
+    #[test]
+    fn a_file_that_lies_about_its_count_or_lines_is_not_read() {
+        assert_eq!(parse("1\n0\n"), None, "another version");
+        assert_eq!(parse("0\n2\na 0 1\n"), None, "a count that lies");
+        assert_eq!(parse("0\n1\na 0\n"), None, "a short line");
+        assert_eq!(parse("0\n1\na 0 1 2\n"), None, "a long line");
+        assert_eq!(parse("0\n1\na x 1\n"), None);
+    }
+}
