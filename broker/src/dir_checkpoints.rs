@@ -134,15 +134,13 @@ pub async fn run(core: Arc<BrokerCore>) {
         tick.tick().await;
         let c = core.clone();
         // Thousands of replicas mean megabytes of text and an fsync per file: off the runtime.
-        last = match tokio::task::spawn_blocking(move || {
+        // A panicked pass leaves nothing known written: the next one writes every file.
+        last = tokio::task::spawn_blocking(move || {
             write_changed(&c, &mut last);
             last
         })
         .await
-        {
-            Ok(l) => l,
-            Err(_) => HashMap::new(),
-        };
+        .unwrap_or_default();
     }
 }
 
