@@ -19,13 +19,40 @@ pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 /// Broker: bytes/s of moves between the broker's own log dirs.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
+/// A config Ferry knows: its name, Kafka's default, and Kafka's type code as DescribeConfigs
+/// gives it (1 boolean, 3 int, 5 long, 7 list).
+#[derive(Debug, Clone, Copy)]
+pub struct Known {
+    /// The config's name.
+    pub name: &'static str,
+    /// Kafka's default value.
+    pub default: &'static str,
+    /// Kafka's `ConfigType` code.
+    pub kafka_type: i8,
+}
+
+const fn known(name: &'static str, default: &'static str, kafka_type: i8) -> Known {
+    Known {
+        name,
+        default,
+        kafka_type,
+    }
+}
+
+/// Kafka's `Long.MAX_VALUE`: an unthrottled rate.
+const UNLIMITED: &str = "9223372036854775807";
+
 /// Broker configs that may be set at run time.
-const BROKER_KNOWN: &[&str] = &[LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_RATE];
+pub const BROKER_CONFIGS: &[Known] = &[
+    known(LEADER_THROTTLED_RATE, UNLIMITED, 5),
+    known(FOLLOWER_THROTTLED_RATE, UNLIMITED, 5),
+    known(ALTER_LOG_DIRS_RATE, UNLIMITED, 5),
+];
 
 /// Checks broker dynamic configs: known names, rates that are whole numbers above 0.
 pub fn validate_broker(config: &HashMap<String, String>) -> Result<(), String> {
     for (k, v) in config {
-        if !BROKER_KNOWN.contains(&k.as_str()) {
+        if !is_known_broker(k) {
             return Err(format!("unknown broker config {k:?}"));
         }
         if v.parse::<u64>().ok().filter(|n| *n > 0).is_none() {
@@ -60,21 +87,21 @@ fn valid_replica_list(v: &str) -> bool {
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 1_048_588;
 
 /// Configs accepted on a topic; anything else is refused, as Kafka refuses unknown configs.
-const KNOWN: &[&str] = &[
-    MIN_INSYNC_REPLICAS,
-    UNCLEAN_LEADER_ELECTION,
-    MAX_MESSAGE_BYTES,
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "segment.bytes",
-    LEADER_THROTTLED_REPLICAS,
-    FOLLOWER_THROTTLED_REPLICAS,
+pub const TOPIC_CONFIGS: &[Known] = &[
+    known(MIN_INSYNC_REPLICAS, "1", 3),
+    known(UNCLEAN_LEADER_ELECTION, "false", 1),
+    known(MAX_MESSAGE_BYTES, "1048588", 3),
+    known("cleanup.policy", "delete", 7),
+    known("retention.ms", "604800000", 5),
+    known("retention.bytes", "-1", 5),
+    known("segment.bytes", "1073741824", 3),
+    known(LEADER_THROTTLED_REPLICAS, "", 7),
+    known(FOLLOWER_THROTTLED_REPLICAS, "", 7),
 ];
 
 /// Whether Ferry knows (and checks) this topic config.
 pub fn is_known(key: &str) -> bool {
-    KNOWN.contains(&key)
+    TOPIC_CONFIGS.iter().any(|k| k.name == key)
 }
 
 /// Whether a config holds a comma-separated list, which Kafka's APPEND and SUBTRACT change
@@ -88,13 +115,13 @@ pub fn is_list(key: &str) -> bool {
 
 /// Whether Ferry knows (and checks) this broker config.
 pub fn is_known_broker(key: &str) -> bool {
-    BROKER_KNOWN.contains(&key)
+    BROKER_CONFIGS.iter().any(|k| k.name == key)
 }
 
 /// Checks every config; the error names the config and the reason.
 pub fn validate(config: &HashMap<String, String>) -> Result<(), String> {
     for (k, v) in config {
-        if !KNOWN.contains(&k.as_str()) {
+        if !is_known(k) {
             return Err(format!("unknown topic config {k:?}"));
         }
         let positive = |v: &str| v.parse::<u64>().ok().filter(|n| *n > 0);
@@ -140,6 +167,18 @@ mod tests {
 
     fn cfg(k: &str, v: &str) -> HashMap<String, String> {
         HashMap::from([(k.to_string(), v.to_string())])
+    }
+
+    #[test]
+    fn every_default_is_a_valid_value() {
+        for k in TOPIC_CONFIGS {
+            assert!(validate(&cfg(k.name, k.default)).is_ok(), "{}", k.name);
+        }
+        for k in BROKER_CONFIGS {
+            assert!(validate_broker(&cfg(k.name, k.default)).is_ok(), "{}", k.name);
+        }
+        let max = TOPIC_CONFIGS.iter().find(|k| k.name == MAX_MESSAGE_BYTES).unwrap();
+        assert_eq!(max.default, DEFAULT_MAX_MESSAGE_BYTES.to_string());
     }
 
     #[test]

@@ -33,10 +33,8 @@ if step == "create":
 elif step == "configs":
     LEADERS = "leader.replication.throttled.replicas"
     topic = lambda configs: [ConfigResource(ConfigResourceType.TOPIC, "adm", configs=configs)]
-    # Ferry describes the configs set, not every default: the client's own check of names
-    # against the described ones is off.
-    alter = lambda configs, incremental=True: admin.alter_configs(
-        topic(configs), incremental=incremental, raise_on_unknown=False)
+    # The client checks each name against the configs the broker describes, defaults included.
+    alter = lambda configs, incremental=True: admin.alter_configs(topic(configs), incremental=incremental)
 
     def described():
         r = admin.describe_configs(topic(None))
@@ -52,7 +50,7 @@ elif step == "configs":
     # The legacy AlterConfigs: the client sends every config to keep, the broker drops the rest.
     out["alters"].append(outcome(alter({"retention.ms": "5000"}, incremental=False)))
     out["after_replace"] = described()
-    out["alters"].append(outcome(admin.reset_configs(topic([LEADERS]), incremental=False, raise_on_unknown=False)))
+    out["alters"].append(outcome(admin.reset_configs(topic([LEADERS]), incremental=False)))
     out["after_reset"] = described()
     out["append_to_non_list"] = outcome(alter({"retention.ms": (AlterConfigOp.APPEND, "1")}))
 elif step == "grow":

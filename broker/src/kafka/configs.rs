@@ -28,6 +28,55 @@ const BROKER: i8 = 4;
 /// Kafka's config sources, as DescribeConfigs names them.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DEFAULT_CONFIG: i8 = 5;
+
+/// One config as DescribeConfigs lists it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Described {
+    /// Its name.
+    pub name: String,
+    /// Its value: the one set, else Kafka's default.
+    pub value: String,
+    /// Where the value comes from (Kafka's codes: dynamic, or default).
+    pub source: i8,
+    /// Kafka's type code, 0 when unknown.
+    pub kafka_type: i8,
+}
+
+/// Every config of a resource, as Kafka lists them: each one Ferry knows, set or at its
+/// default, then any other set (imported, say), in name order.
+pub fn described(mut set: HashMap<String, String>, known: &[topic_config::Known], topic: bool) -> Vec<Described> {
+    let dynamic = if topic {
+        DYNAMIC_TOPIC_CONFIG
+    } else {
+        DYNAMIC_BROKER_CONFIG
+    };
+    let mut out: Vec<Described> = known
+        .iter()
+        .map(|k| match set.remove(k.name) {
+            Some(value) => Described {
+                name: k.name.to_string(),
+                value,
+                source: dynamic,
+                kafka_type: k.kafka_type,
+            },
+            None => Described {
+                name: k.name.to_string(),
+                value: k.default.to_string(),
+                source: DEFAULT_CONFIG,
+                kafka_type: k.kafka_type,
+            },
+        })
+        .collect();
+    out.extend(set.into_iter().map(|(name, value)| Described {
+        name,
+        value,
+        source: dynamic,
+        kafka_type: 0,
+    }));
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
 
 /// A failure as Kafka answers it: the wire code and the message.
 type Failure = (i16, String);
@@ -63,7 +112,11 @@ async fn current(ch: &ControllerChannels, res: pb::ConfigResource) -> Result<Has
 }
 
 /// DescribeConfigs: the configs set on each topic or broker, the keys asked for or all.
-pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub async fn describe_configs(
+    ch: &ControllerChannels,
+    req: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
     let mut resp = DescribeConfigsResponse::default();
     for r in req.resources {
         let mut out = DescribeConfigsResult::default();
@@ -79,25 +132,27 @@ pub async fn describe_configs(ch: &ControllerChannels, req: DescribeConfigsReque
                 out.error_message = text(&message);
             }
             Ok(config) => {
-                let source = if r.resource_type == TOPIC {
-                    DYNAMIC_TOPIC_CONFIG
+                let known = if r.resource_type == TOPIC {
+                    topic_config::TOPIC_CONFIGS
                 } else {
-                    DYNAMIC_BROKER_CONFIG
+                    topic_config::BROKER_CONFIGS
                 };
-                let mut keys: Vec<_> = config.into_iter().collect();
-                keys.sort();
-                out.configs = keys
+                out.configs = described(config, known, r.resource_type == TOPIC)
                     .into_iter()
-                    .filter(|(k, _)| {
+                    .filter(|d| {
                         r.configuration_keys
                             .as_ref()
-                            .is_none_or(|want| want.iter().any(|w| w.as_str() == k))
+                            .is_none_or(|want| want.iter().any(|w| w.as_str() == d.name))
                     })
-                    .map(|(k, v)| {
+                    .map(|d| {
                         let mut c = DescribeConfigsResourceResult::default();
-                        c.name = StrBytes::from_string(k);
-                        c.value = Some(StrBytes::from_string(v));
-                        c.config_source = source;
+                        c.name = StrBytes::from_string(d.name);
+                        c.value = Some(StrBytes::from_string(d.value));
+                        c.config_source = d.source;
+                        // The type is in the answer from v3 on.
+                        if version >= 3 {
+                            c.config_type = d.kafka_type;
+                        }
                         c
                     })
                     .collect();
@@ -348,6 +403,30 @@ mod tests {
         assert!(e.contains("retention.ms"), "{e}");
         let (_, e) = plan_incremental(&[op("retention.ms", 7, Some("1"))], &HashMap::new()).unwrap_err();
         assert!(e.contains("unknown operation 7"), "{e}");
+    }
+
+    #[test]
+    fn describe_lists_every_known_config_set_or_default() {
+        let set = HashMap::from([
+            ("retention.ms".to_string(), "1000".to_string()),
+            ("compression.type".to_string(), "producer".to_string()),
+        ]);
+        let d = described(set, topic_config::TOPIC_CONFIGS, true);
+        assert_eq!(d.len(), topic_config::TOPIC_CONFIGS.len() + 1);
+        let get = |n: &str| d.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(
+            (get("retention.ms").value.as_str(), get("retention.ms").source),
+            ("1000", DYNAMIC_TOPIC_CONFIG)
+        );
+        assert_eq!(
+            (
+                get("min.insync.replicas").value.as_str(),
+                get("min.insync.replicas").source
+            ),
+            ("1", DEFAULT_CONFIG)
+        );
+        assert_eq!(get("compression.type").source, DYNAMIC_TOPIC_CONFIG);
+        assert!(d.windows(2).all(|w| w[0].name < w[1].name));
     }
 
     #[test]

@@ -315,7 +315,7 @@ async fn forward(
         }
         ApiKey::DescribeConfigs => {
             let req = DescribeConfigsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &configs::describe_configs(ch, req).await)
+            respond(api, version, c, &configs::describe_configs(ch, req, version).await)
         }
         ApiKey::IncrementalAlterConfigs => {
             let req = IncrementalAlterConfigsRequest::decode(frame, version).map_err(malformed)?;
