@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Ferry against Apache Kafka 4.x (KRaft) on this machine, one system after the other in one run,
+# both driven by Kafka's own tools over the Kafka protocol:
+#   - produce: kafka-producer-perf-test, acks=all, replication factor 3, RECORD_BYTES records;
+#   - reassignment submit of each size in SIZES (empty partitions, metadata only): every
+#     partition of a topic on broker 1 moves to broker 2 with one
+#     `kafka-reassign-partitions --execute`; the time until it is accepted, then until
+#     `--list` shows no move left;
+#   - memory: the summed RSS of the system's processes at the end.
+# Prints one table (each figure for both, and Ferry/Kafka) and the JSON lines behind it.
+#
+#   tools/bench/vs-kafka.sh                          # 100,000 records; sizes 1000 and 10000
+#   RECORDS=20000 SIZES=1000 tools/bench/vs-kafka.sh # a quick look
+#
+# Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
+# tools/bench/kafka-cluster.sh's defaults (512 MiB heaps); Ferry's with tools/bench/ferry-cluster.sh
+# (release build). Settings (environment): RECORDS, RECORD_BYTES, SIZES, SYSTEMS ("kafka ferry"),
+# KAFKA_VERSION, FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+RECORDS=${RECORDS:-100000}
+RECORD_BYTES=${RECORD_BYTES:-1024}
+SIZES=${SIZES:-1000 10000}
+SYSTEMS=${SYSTEMS:-kafka ferry}
+
+cargo build --release -q -p tools --bins
+tools/kafka-jars.sh >/dev/null
+bin=$PWD/target/release
+work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-vs-kafka.XXXXXX")
+pids=()
+. tools/bench/ferry-cluster.sh
+kafka_dir=$work/kafka
+cleanup() {
+  stop_all
+  [ -d "$kafka_dir" ] && tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+results=$work/results.jsonl
+: >"$results"
+
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+record() { # system metric value
+  echo "{\"system\":\"$1\",\"metric\":\"$2\",\"value\":$3}" | tee -a "$results"
+}
+tool() { tools/kafka-tool.sh "$@"; }
+
+# Creates TOPIC with the replica list ASSIGNMENT (kafka-topics --replica-assignment), retrying
+# while the cluster settles.
+create() { # bootstrap topic assignment
+  for try in $(seq 1 120); do
+    tool kafka-topics --bootstrap-server "$1" --create --topic "$2" --replica-assignment "$3" \
+      >"$work/create.out" 2>&1 && return 0
+    [ "$try" -lt 120 ] || { cat "$work/create.out" >&2; return 1; }
+    sleep 0.5
+  done
+}
+
+produce() { # system bootstrap
+  create "$2" perf "1:2:3,2:3:1,3:1:2"
+  local line
+  line=$(tool kafka-producer-perf-test --topic perf --num-records "$RECORDS" --record-size "$RECORD_BYTES" \
+    --throughput -1 --producer-props bootstrap.servers="$2" acks=all | tail -n 1)
+  echo "$1: $line" >&2
+  # "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, p50, p95, p99, p99.9"
+  record "$1" produce_records_per_s "$(echo "$line" | sed -E 's/.*sent, ([0-9.]+) records\/sec.*/\1/')"
+  record "$1" produce_mb_per_s "$(echo "$line" | sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1/')"
+  record "$1" produce_p99_ms "$(echo "$line" | sed -E 's/.* ([0-9.]+) ms 99th.*/\1/')"
+}
+
+submit() { # system bootstrap size
+  local topic="rs$3" assignment plan started accepted out
+  assignment=$(seq "$3" | sed 's/.*/1/' | paste -sd, -)
+  create "$2" "$topic" "$assignment"
+  plan=$work/plan-$1-$3.json
+  {
+    printf '{"version":1,"partitions":['
+    seq 0 $(($3 - 1)) | sed "s/.*/{\"topic\":\"$topic\",\"partition\":&,\"replicas\":[2]}/" | paste -sd, -
+    printf ']}\n'
+  } >"$plan"
+  started=$(now)
+  out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --reassignment-json-file "$plan" --execute 2>&1) || true
+  accepted=$(since "$started")
+  if ! grep -q "Successfully started partition reassignment" <<<"$out"; then
+    echo "$1 refused a submit of $3 partitions: $(tail -n 3 <<<"$out")" >&2
+    record "$1" "submit_${3}_accepted_s" null
+    record "$1" "submit_${3}_complete_s" null
+    return 0
+  fi
+  record "$1" "submit_${3}_accepted_s" "$accepted"
+  for _ in $(seq 1 600); do
+    out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --list 2>&1) || true
+    grep -q "No partition reassignments found" <<<"$out" && break
+    sleep 0.2
+  done
+  record "$1" "submit_${3}_complete_s" "$(since "$started")"
+}
+
+memory() { # system pid...
+  local sys=$1 kib=0
+  shift
+  for p in "$@"; do kib=$((kib + $(awk '/VmRSS/ {print $2}' "/proc/$p/status"))); done
+  record "$sys" rss_mib $((kib / 1024))
+}
+
+run_kafka() {
+  local bootstrap
+  bootstrap=$(tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
+  produce kafka "$bootstrap"
+  for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
+  # shellcheck disable=SC2046 # one PID per word
+  memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
+  tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null
+}
+
+run_ferry() {
+  local base=${FERRY_BENCH_PORT:-17761}
+  export FERRY_KAFKA_BASE=$((base + 10))
+  local bootstrap="127.0.0.1:$FERRY_KAFKA_BASE,127.0.0.1:$((FERRY_KAFKA_BASE + 1)),127.0.0.1:$((FERRY_KAFKA_BASE + 2))"
+  start_ferry_cluster "$base"
+  produce ferry "$bootstrap"
+  for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
+  memory ferry "${pids[@]}"
+  stop_all
+}
+
+for s in $SYSTEMS; do "run_$s"; done
+
+echo
+python3 - "$results" <<'EOF'
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rows.setdefault(r["metric"], {})[r["system"]] = r["value"]
+print(f"{'metric':<28}{'kafka':>12}{'ferry':>12}{'ferry/kafka':>13}")
+for metric, v in rows.items():
+    k, f = v.get("kafka"), v.get("ferry")
+    ratio = f"{f / k:.2f}" if isinstance(k, (int, float)) and isinstance(f, (int, float)) and k else "-"
+    show = lambda x: "refused" if x is None else f"{x:g}"
+    print(f"{metric:<28}{show(k) if 'kafka' in v else '-':>12}{show(f) if 'ferry' in v else '-':>12}{ratio:>13}")
+EOF
