@@ -14,8 +14,10 @@
 #
 # Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
 # tools/bench/kafka-cluster.sh's defaults (512 MiB heaps); Ferry's with tools/bench/ferry-cluster.sh
-# (release build). Settings (environment): RECORDS, RECORD_BYTES, SIZES, SYSTEMS ("kafka ferry"),
-# KAFKA_VERSION, FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
+# (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
+# Settings (environment): RECORDS, RECORD_BYTES, SIZES, SYSTEMS ("kafka ferry"),
+# COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION,
+# FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -53,7 +55,10 @@ create() { # bootstrap topic assignment
   for try in $(seq 1 120); do
     tool kafka-topics --bootstrap-server "$1" --create --topic "$2" --replica-assignment "$3" \
       >"$work/create.out" 2>&1 && return 0
-    [ "$try" -lt 120 ] || { cat "$work/create.out" >&2; return 1; }
+    if [ "$try" -eq 120 ] || grep -q "PolicyViolation\|InvalidRequest\|InvalidReplicaAssignment" "$work/create.out"; then
+      cat "$work/create.out" >&2
+      return 1
+    fi
     sleep 0.5
   done
 }
@@ -61,6 +66,9 @@ create() { # bootstrap topic assignment
 produce() { # system bootstrap
   create "$2" perf "1:2:3,2:3:1,3:1:2"
   local line
+  # Unmeasured first: both systems' JIT (the tool's, and Kafka's brokers') and caches warm up.
+  tool kafka-producer-perf-test --topic perf --num-records $((RECORDS / 5)) --record-size "$RECORD_BYTES" \
+    --throughput -1 --producer-props bootstrap.servers="$2" acks=all >/dev/null
   line=$(tool kafka-producer-perf-test --topic perf --num-records "$RECORDS" --record-size "$RECORD_BYTES" \
     --throughput -1 --producer-props bootstrap.servers="$2" acks=all | tail -n 1)
   echo "$1: $line" >&2
@@ -70,32 +78,50 @@ produce() { # system bootstrap
   record "$1" produce_p99_ms "$(echo "$line" | sed -E 's/.* ([0-9.]+) ms 99th.*/\1/')"
 }
 
+# Kafka's controller takes at most 10,000 records per request (a topic of 10,000 partitions is
+# 10,001), so the partitions are spread over topics of at most this many.
+TOPIC_PARTITIONS=5000
+
 submit() { # system bootstrap size
-  local topic="rs$3" assignment plan started accepted out
-  assignment=$(seq "$3" | sed 's/.*/1/' | paste -sd, -)
-  create "$2" "$topic" "$assignment"
-  plan=$work/plan-$1-$3.json
+  local n=$3 plan started accepted out t=0 left count topics=()
+  left=$n
+  while [ "$left" -gt 0 ]; do
+    count=$((left < TOPIC_PARTITIONS ? left : TOPIC_PARTITIONS))
+    create "$2" "rs$n-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
+    topics+=("rs$n-$t:$count")
+    left=$((left - count))
+    t=$((t + 1))
+  done
+  plan=$work/plan-$1-$n.json
   {
     printf '{"version":1,"partitions":['
-    seq 0 $(($3 - 1)) | sed "s/.*/{\"topic\":\"$topic\",\"partition\":&,\"replicas\":[2]}/" | paste -sd, -
+    for tc in "${topics[@]}"; do
+      seq 0 $((${tc#*:} - 1)) | sed "s/.*/{\"topic\":\"${tc%:*}\",\"partition\":&,\"replicas\":[2]}/"
+    done | paste -sd, -
     printf ']}\n'
   } >"$plan"
   started=$(now)
   out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --reassignment-json-file "$plan" --execute 2>&1) || true
   accepted=$(since "$started")
   if ! grep -q "Successfully started partition reassignment" <<<"$out"; then
-    echo "$1 refused a submit of $3 partitions: $(tail -n 3 <<<"$out")" >&2
-    record "$1" "submit_${3}_accepted_s" null
-    record "$1" "submit_${3}_complete_s" null
+    echo "$1 refused a submit of $n partitions: $(tail -n 3 <<<"$out")" >&2
+    record "$1" "submit_${n}_accepted_s" null
+    record "$1" "submit_${n}_complete_s" null
     return 0
   fi
-  record "$1" "submit_${3}_accepted_s" "$accepted"
-  for _ in $(seq 1 600); do
+  record "$1" "submit_${n}_accepted_s" "$accepted"
+  # Done when --list finds none; given up (null) after COMPLETE_TIMEOUT seconds.
+  local deadline=$((SECONDS + ${COMPLETE_TIMEOUT:-300}))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --list 2>&1) || true
-    grep -q "No partition reassignments found" <<<"$out" && break
+    if grep -q "No partition reassignments found" <<<"$out"; then
+      record "$1" "submit_${n}_complete_s" "$(since "$started")"
+      return 0
+    fi
     sleep 0.2
   done
-  record "$1" "submit_${3}_complete_s" "$(since "$started")"
+  echo "$1: moves of $n partitions not complete after ${COMPLETE_TIMEOUT:-300} s" >&2
+  record "$1" "submit_${n}_complete_s" null
 }
 
 memory() { # system pid...
