@@ -100,9 +100,15 @@ submit() { # system bootstrap size
     done | paste -sd, -
     printf ']}\n'
   } >"$plan"
-  started=$(now)
-  out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --reassignment-json-file "$plan" --execute 2>&1) || true
-  accepted=$(since "$started")
+  # A topic just created may not be in every broker's metadata yet: that answer is retried,
+  # and only the last try is timed.
+  for _ in $(seq 1 30); do
+    started=$(now)
+    out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --reassignment-json-file "$plan" --execute 2>&1) || true
+    accepted=$(since "$started")
+    grep -q "UnknownTopicOrPartition" <<<"$out" || break
+    sleep 1
+  done
   if ! grep -q "Successfully started partition reassignment" <<<"$out"; then
     echo "$1 refused a submit of $n partitions: $(tail -n 3 <<<"$out")" >&2
     record "$1" "submit_${n}_accepted_s" null
