@@ -6,7 +6,10 @@
 #     partition of a topic on broker 1 moves to broker 2 with one
 #     `kafka-reassign-partitions --execute`; the time until it is accepted, then until
 #     `--list` shows no move left;
-#   - memory: the summed RSS of the system's processes at the end.
+#   - memory: the summed RSS of the system's processes at the end;
+#   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
+#     Raft leader), then the time until a CreateTopics succeeds again through the survivors
+#     (tools/bench/admin-failover.py, the same kafka-python client for both).
 # Prints one table (each figure for both, and Ferry/Kafka) and the JSON lines behind it.
 #
 #   tools/bench/vs-kafka.sh                          # 100,000 records; sizes 1000 and 10000
@@ -137,6 +140,20 @@ memory() { # system pid...
   record "$sys" rss_mib $((kib / 1024))
 }
 
+# The survivors' Kafka addresses when node KILLED of three at BASE.. goes.
+survivors() { # base killed
+  for id in 1 2 3; do [ "$id" = "$2" ] || printf '127.0.0.1:%s,' $(($1 + id - 1)); done | sed 's/,$//'
+}
+
+failover() { # system base killed pid
+  local ms
+  if ms=$(python3 tools/bench/admin-failover.py "$(survivors "$2" "$3")" "$4" "failover-$1"); then
+    record "$1" controller_failover_ms "$ms"
+  else
+    record "$1" controller_failover_ms null
+  fi
+}
+
 run_kafka() {
   local bootstrap
   bootstrap=$(tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
@@ -144,6 +161,10 @@ run_kafka() {
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
+  local active
+  active=$(tools/bench/kafka-cluster.sh active-controller "$kafka_dir")
+  failover kafka "${KAFKA_BASE_PORT:-19092}" "$active" \
+    "$(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk -v n="$active" '$1 == n {print $2}')"
   tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null
 }
 
@@ -155,6 +176,11 @@ run_ferry() {
   produce ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
+  # Ferry's active controller runs beside the Raft leader.
+  local leader
+  leader=$("$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
+    sed -n 's/.*leader=\([0-9]*\) .*/\1/p' | grep -v '^0$' | head -1)
+  failover ferry "$FERRY_KAFKA_BASE" "$leader" "${pids[leader - 1]}"
   stop_all
 }
 
