@@ -10,7 +10,9 @@
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
 #     (tools/bench/admin-failover.py, the same kafka-python client for both).
-# Prints one table (each figure for both, and Ferry/Kafka) and the JSON lines behind it.
+# Prints one table (each figure for both, and Ferry/Kafka; n/a where a system refused or failed,
+# with the reason on stderr) and the JSON lines behind it. RECORDS=0 and SIZES= leave out the
+# produce and submit runs.
 #
 #   tools/bench/vs-kafka.sh                          # 100,000 records; sizes 1000 and 10000
 #   RECORDS=20000 SIZES=1000 tools/bench/vs-kafka.sh # a quick look
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/../.."
 
 RECORDS=${RECORDS:-100000}
 RECORD_BYTES=${RECORD_BYTES:-1024}
-SIZES=${SIZES:-1000 10000}
+SIZES=${SIZES-1000 10000}
 SYSTEMS=${SYSTEMS:-kafka ferry}
 
 cargo build --release -q -p tools --bins
@@ -67,6 +69,7 @@ create() { # bootstrap topic assignment
 }
 
 produce() { # system bootstrap
+  [ "$RECORDS" -gt 0 ] || return 0
   create "$2" perf "1:2:3,2:3:1,3:1:2"
   local line
   # Unmeasured first: both systems' JIT (the tool's, and Kafka's brokers') and caches warm up.
@@ -197,6 +200,6 @@ print(f"{'metric':<28}{'kafka':>12}{'ferry':>12}{'ferry/kafka':>13}")
 for metric, v in rows.items():
     k, f = v.get("kafka"), v.get("ferry")
     ratio = f"{f / k:.2f}" if isinstance(k, (int, float)) and isinstance(f, (int, float)) and k else "-"
-    show = lambda x: "refused" if x is None else f"{x:g}"
+    show = lambda x: "n/a" if x is None else f"{x:g}"
     print(f"{metric:<28}{show(k) if 'kafka' in v else '-':>12}{show(f) if 'ferry' in v else '-':>12}{ratio:>13}")
 EOF
