@@ -68,3 +68,32 @@ pub fn kafka_tool(name: &str) -> Command {
     cmd.arg("180").arg(script).arg(name);
     cmd
 }
+
+/// Runs a Kafka tool with `input` on stdin; whether it succeeded, and its stdout (and stderr
+/// on failure).
+pub fn tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
+    let (code, stdout, stderr) = run(kafka_tool(name).args(args), input);
+    let ok = code == Some(0);
+    (ok, format!("{stdout}{}", if ok { "" } else { stderr.as_str() }))
+}
+
+/// Creates `topic` with `kafka-topics`, one partition on brokers 1 and 2 (plus `extra` flags),
+/// and waits until both replicas are in sync.
+pub async fn create_on_1_and_2(c: &broker::ClusterClient, bootstrap: &str, topic: &str, extra: &[&str]) {
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--topic",
+        topic,
+        "--replica-assignment",
+        "1:2",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out) = tool("kafka-topics", &args, "");
+    assert!(ok && out.contains(&format!("Created topic {topic}.")), "{out}");
+    crate::wait_until(Duration::from_secs(30), "the new topic's partition in sync", || {
+        crate::data::isr_is(c, topic, 0, &[1, 2])
+    })
+    .await;
+}

@@ -7,13 +7,7 @@
 
 use std::time::Duration;
 
-/// Runs a Kafka tool with `input` on stdin; whether it succeeded, and its stdout (and stderr
-/// on failure).
-fn tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
-    let (code, stdout, stderr) = tests::kafka::run(tests::kafka::kafka_tool(name).args(args), input);
-    let ok = code == Some(0);
-    (ok, format!("{stdout}{}", if ok { "" } else { stderr.as_str() }))
-}
+use tests::kafka::tool;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafkas_own_tools_create_produce_consume_and_reassign_with_a_throttle() {
@@ -23,26 +17,7 @@ async fn kafkas_own_tools_create_produce_consume_and_reassign_with_a_throttle() 
     let b = k.bootstrap();
     let b = b.as_str();
 
-    let (ok, out) = tool(
-        "kafka-topics",
-        &[
-            "--bootstrap-server",
-            b,
-            "--create",
-            "--topic",
-            "jt",
-            "--replica-assignment",
-            "1:2",
-            "--config",
-            "retention.ms=86400000",
-        ],
-        "",
-    );
-    assert!(ok && out.contains("Created topic jt."), "{out}");
-    tests::wait_until(Duration::from_secs(30), "jt-0 in sync", || {
-        tests::data::isr_is(&c, "jt", 0, &[1, 2])
-    })
-    .await;
+    tests::kafka::create_on_1_and_2(&c, b, "jt", &["--config", "retention.ms=86400000"]).await;
     let (ok, out) = tool(
         "kafka-topics",
         &["--bootstrap-server", b, "--describe", "--topic", "jt"],

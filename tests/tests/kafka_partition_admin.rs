@@ -8,8 +8,7 @@ use std::time::Duration;
 use tests::data::partition_state;
 
 fn tool(name: &str, args: &[&str]) -> (bool, String) {
-    let (code, stdout, stderr) = tests::kafka::run(tests::kafka::kafka_tool(name).args(args), "");
-    (code == Some(0), format!("{stdout}{stderr}"))
+    tests::kafka::tool(name, args, "")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,23 +21,7 @@ async fn kafka_tools_add_partitions_and_elect_preferred_leaders() {
     let b = k.bootstrap();
     let b = b.as_str();
 
-    let (ok, out) = tool(
-        "kafka-topics",
-        &[
-            "--bootstrap-server",
-            b,
-            "--create",
-            "--topic",
-            "pa",
-            "--replica-assignment",
-            "1:2",
-        ],
-    );
-    assert!(ok && out.contains("Created topic pa."), "{out}");
-    tests::wait_until(Duration::from_secs(30), "pa-0 in sync", || {
-        tests::data::isr_is(&c, "pa", 0, &[1, 2])
-    })
-    .await;
+    tests::kafka::create_on_1_and_2(&c, b, "pa", &[]).await;
 
     // CreatePartitions: one partition to three; a shrink is refused as Kafka refuses it.
     let (ok, out) = tool(
