@@ -54,39 +54,33 @@ pub fn parse(text: &str) -> Option<Vec<Entry>> {
     (entries.len() == count).then_some(entries)
 }
 
-/// What one log dir's three files hold.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct DirOffsets {
-    /// High watermarks.
-    pub replication: Vec<Entry>,
-    /// Log start offsets.
-    pub log_start: Vec<Entry>,
-    /// Recovery points.
-    pub recovery_point: Vec<Entry>,
+/// One replica's offsets: high watermark, log start, recovery point.
+struct Row {
+    topic: String,
+    partition: u32,
+    offsets: [i64; 3],
 }
 
-/// The offsets of every replica hosted, by the log dir that holds it.
-fn gather(core: &BrokerCore) -> BTreeMap<PathBuf, DirOffsets> {
+/// The files, each with the index of its offset in a [`Row`].
+const FILES: [(&str, usize); 3] = [(REPLICATION, 0), (LOG_START, 1), (RECOVERY_POINT, 2)];
+
+/// The offsets of every replica hosted, by the log dir that holds it (every dir, empty too).
+fn gather(core: &BrokerCore) -> BTreeMap<PathBuf, Vec<Row>> {
     let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
-    let mut by_dir: BTreeMap<PathBuf, DirOffsets> = core
-        .dirs
-        .dirs()
-        .iter()
-        .map(|d| (d.clone(), DirOffsets::default()))
-        .collect();
+    let mut by_dir: BTreeMap<PathBuf, Vec<Row>> = core.dirs.dirs().iter().map(|d| (d.clone(), Vec::new())).collect();
     for r in replicas {
         let hw = r.state().high_watermark;
         let (folder, start, recovery) = {
             let log = r.log();
             (log.dir().to_path_buf(), log.log_start_offset(), log.recovery_point())
         };
-        let Some(dir) = core.dirs.dir_of(&folder).filter(|d| by_dir.contains_key(*d)) else {
-            continue;
-        };
-        let Some(o) = by_dir.get_mut(dir) else { continue };
-        o.replication.push((r.topic.clone(), r.partition, hw));
-        o.log_start.push((r.topic.clone(), r.partition, start));
-        o.recovery_point.push((r.topic.clone(), r.partition, recovery));
+        if let Some(rows) = core.dirs.dir_of(&folder).and_then(|d| by_dir.get_mut(d)) {
+            rows.push(Row {
+                topic: r.topic.clone(),
+                partition: r.partition,
+                offsets: [hw, start, recovery],
+            });
+        }
     }
     by_dir
 }
@@ -102,16 +96,16 @@ fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
 
 /// Writes every file whose text changed since `last`; a dir that is offline is skipped.
 fn write_changed(core: &BrokerCore, last: &mut HashMap<PathBuf, String>) {
-    for (dir, o) in gather(core) {
+    for (dir, rows) in gather(core) {
         if core.dirs.offline_reason(&dir).is_some() {
             continue;
         }
-        for (name, entries) in [
-            (REPLICATION, &o.replication),
-            (LOG_START, &o.log_start),
-            (RECOVERY_POINT, &o.recovery_point),
-        ] {
-            let text = encode(entries);
+        for (name, i) in FILES {
+            let entries: Vec<Entry> = rows
+                .iter()
+                .map(|r| (r.topic.clone(), r.partition, r.offsets[i]))
+                .collect();
+            let text = encode(&entries);
             let path = dir.join(name);
             if last.get(&path) == Some(&text) {
                 continue;

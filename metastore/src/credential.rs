@@ -136,9 +136,7 @@ impl PeerCredential {
             )),
         }
     }
-}
 
-impl PeerCredential {
     /// Records that a peer refused this node's call for a missing or wrong credential: the
     /// cluster has one this node has not learned yet.
     pub fn note_refused(&self) {
@@ -172,11 +170,12 @@ pub fn may_campaign(knows_credential: bool, since_refused: Option<Duration>) -> 
 const GATE_TICK: Duration = Duration::from_millis(100);
 
 /// Starts the task that turns `raft`'s elections off while [`PeerCredential::may_campaign`]
-/// says no; it ends when `raft` shuts down.
+/// says no. A node that knows the credential never forgets it, so the task ends once it does
+/// (with elections on), or when `raft` shuts down.
 pub fn start_election_gate(raft: Raft, credential: PeerCredential) {
     tokio::spawn(async move {
         let mut allowed = true;
-        let mut metrics = raft.metrics();
+        let metrics = raft.metrics();
         loop {
             let now = credential.may_campaign();
             if now != allowed {
@@ -187,9 +186,11 @@ pub fn start_election_gate(raft: Raft, credential: PeerCredential) {
                 );
                 raft.runtime_config().elect(allowed);
             }
-            if let Ok(Err(_)) = tokio::time::timeout(GATE_TICK, metrics.changed()).await {
+            let known = credential.token.read().is_some();
+            if (known && allowed) || metrics.has_changed().is_err() {
                 return;
             }
+            tokio::time::sleep(GATE_TICK).await;
         }
     });
 }

@@ -39,6 +39,9 @@ const fn known(name: &'static str, default: &'static str, kafka_type: i8) -> Kno
     }
 }
 
+/// Kafka's `ConfigType` code of a list.
+const LIST: i8 = 7;
+
 /// Kafka's `Long.MAX_VALUE`: an unthrottled rate.
 const UNLIMITED: &str = "9223372036854775807";
 
@@ -91,12 +94,12 @@ pub const TOPIC_CONFIGS: &[Known] = &[
     known(MIN_INSYNC_REPLICAS, "1", 3),
     known(UNCLEAN_LEADER_ELECTION, "false", 1),
     known(MAX_MESSAGE_BYTES, "1048588", 3),
-    known("cleanup.policy", "delete", 7),
+    known("cleanup.policy", "delete", LIST),
     known("retention.ms", "604800000", 5),
     known("retention.bytes", "-1", 5),
     known("segment.bytes", "1073741824", 3),
-    known(LEADER_THROTTLED_REPLICAS, "", 7),
-    known(FOLLOWER_THROTTLED_REPLICAS, "", 7),
+    known(LEADER_THROTTLED_REPLICAS, "", LIST),
+    known(FOLLOWER_THROTTLED_REPLICAS, "", LIST),
 ];
 
 /// Whether Ferry knows (and checks) this topic config.
@@ -107,10 +110,7 @@ pub fn is_known(key: &str) -> bool {
 /// Whether a config holds a comma-separated list, which Kafka's APPEND and SUBTRACT change
 /// element by element.
 pub fn is_list(key: &str) -> bool {
-    matches!(
-        key,
-        LEADER_THROTTLED_REPLICAS | FOLLOWER_THROTTLED_REPLICAS | "cleanup.policy"
-    )
+    TOPIC_CONFIGS.iter().any(|k| k.name == key && k.kafka_type == LIST)
 }
 
 /// Whether Ferry knows (and checks) this broker config.

@@ -1,9 +1,9 @@
 //! The Kafka listener of a broker: Kafka's own clients and tools reach Ferry here. It serves
 //! the APIs in [`apis::SERVED`]: data (`data`), metadata (`apis`), and admin requests forwarded
 //! to the controller (`admin`, `configs`, `partitions`, `log_dirs`); any other API answers
-//! nothing and the connection closes, as a Kafka broker does for an API it does not know. Frames are bounded (`frame`) and every count and length in them proven true (`walk`,
-//! with the shapes in `schemas`) before the protocol crate decodes them; the answers are built
-//! in `apis` (metadata) and `data` (records).
+//! nothing and the connection closes, as a Kafka broker does for an API it does not know.
+//! Frames are bounded (`frame`) and every count and length in them proven true (`walk`, with
+//! the shapes in `schemas`) before the protocol crate decodes them.
 
 pub mod admin;
 pub mod apis;

@@ -63,69 +63,68 @@ const UNCLEAN: i8 = 1;
 /// leader is already the one to elect answers ELECTION_NOT_NEEDED, as in Kafka.
 pub async fn elect_leaders(ch: &ControllerChannels, req: ElectLeadersRequest, version: i16) -> ElectLeadersResponse {
     let mut resp = ElectLeadersResponse::default();
+    match elect(ch, &req, version).await {
+        Err((code, message)) => {
+            resp.error_code = code;
+            resp.replica_election_results = refuse_all(&req, &message);
+        }
+        Ok(results) => {
+            let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
+            for r in results {
+                let mut p = PartitionResult::default();
+                p.partition_id = r.partition as i32;
+                p.error_code = wire(ErrorCode(r.error_code));
+                p.error_message = text(&r.error_message);
+                by_topic.entry(r.topic).or_default().push(p);
+            }
+            resp.replica_election_results = by_topic
+                .into_iter()
+                .map(|(t, partition_result)| {
+                    let mut o = ReplicaElectionResult::default();
+                    o.topic = name(&t);
+                    o.partition_result = partition_result;
+                    o
+                })
+                .collect();
+        }
+    }
+    resp
+}
+
+/// The controller's per-partition results, or why the request as a whole was refused.
+async fn elect(
+    ch: &ControllerChannels,
+    req: &ElectLeadersRequest,
+    version: i16,
+) -> Result<Vec<pb::PartitionResult>, (i16, String)> {
+    let invalid = |why: String| (wire(ErrorCode::INVALID_REQUEST), why);
     // v0 has no election type: it is preferred.
     let unclean = match req.election_type {
         PREFERRED => false,
         UNCLEAN if version >= 1 => true,
         t => {
-            resp.error_code = wire(ErrorCode::INVALID_REQUEST);
-            resp.replica_election_results =
-                refuse_all(&req, &format!("election type {t} is unknown (0 preferred, 1 unclean)"));
-            return resp;
+            return Err(invalid(format!(
+                "election type {t} is unknown (0 preferred, 1 unclean)"
+            )))
         }
     };
     let mut partitions = Vec::new();
     for t in req.topic_partitions.iter().flatten() {
         for p in &t.partitions {
-            match u32::try_from(*p) {
-                Ok(partition) => partitions.push(pb::TopicPartition {
-                    topic: t.topic.0.to_string(),
-                    partition,
-                }),
-                Err(_) => {
-                    resp.error_code = wire(ErrorCode::INVALID_REQUEST);
-                    resp.replica_election_results = refuse_all(
-                        &req,
-                        &format!("partition {}-{p}: a partition index is negative", t.topic.0),
-                    );
-                    return resp;
-                }
-            }
+            let partition = u32::try_from(*p)
+                .map_err(|_| invalid(format!("partition {}-{p}: a partition index is negative", t.topic.0)))?;
+            partitions.push(pb::TopicPartition {
+                topic: t.topic.0.to_string(),
+                partition,
+            });
         }
     }
     let grpc = pb::ElectLeadersRequest { partitions, unclean };
-    let answer = call(ch, |mut c| async move { c.elect_leaders(grpc).await }).await;
-    let results = match answer {
-        Err((code, message)) => {
-            resp.error_code = code;
-            resp.replica_election_results = refuse_all(&req, &message);
-            return resp;
-        }
-        Ok(r) if r.error_code != 0 => {
-            resp.error_code = wire(ErrorCode(r.error_code));
-            resp.replica_election_results = refuse_all(&req, &r.error_message);
-            return resp;
-        }
-        Ok(r) => r.results,
-    };
-    let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
-    for r in results {
-        let mut p = PartitionResult::default();
-        p.partition_id = r.partition as i32;
-        p.error_code = wire(ErrorCode(r.error_code));
-        p.error_message = text(&r.error_message);
-        by_topic.entry(r.topic).or_default().push(p);
+    let r = call(ch, |mut c| async move { c.elect_leaders(grpc).await }).await?;
+    if r.error_code != 0 {
+        return Err((wire(ErrorCode(r.error_code)), r.error_message));
     }
-    resp.replica_election_results = by_topic
-        .into_iter()
-        .map(|(t, partition_result)| {
-            let mut o = ReplicaElectionResult::default();
-            o.topic = name(&t);
-            o.partition_result = partition_result;
-            o
-        })
-        .collect();
-    resp
+    Ok(r.results)
 }
 
 /// Every partition named in `req` refused with `message` (the request-wide code goes in the
