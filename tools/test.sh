@@ -50,6 +50,8 @@ fi
 # Kafka's own Java tools (kafka-topics, the console clients, kafka-reassign-partitions, ...), from
 # Kafka's Maven artifacts; cached, so a second run calls no mvn.
 tools/kafka-jars.sh >/dev/null
+# Kafka 3.9, the last line with ZooKeeper mode: the migration test runs its brokers.
+KAFKA_VERSION=3.9.1 tools/kafka-jars.sh >/dev/null
 
 $deps_only && exit 0
 

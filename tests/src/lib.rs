@@ -4,6 +4,7 @@ pub mod data;
 pub mod fault_client;
 pub mod history;
 pub mod kafka;
+pub mod kafka_zk;
 pub mod linearizable;
 pub mod metrics;
 pub mod netns;

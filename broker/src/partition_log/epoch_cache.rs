@@ -56,6 +56,11 @@ impl EpochCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((cache, false)),
             Err(e) => return Err(io_err("read", &cache.path, e)),
         };
+        // Kafka creates the file empty with a new replica; like a missing one, it is rebuilt
+        // from the log, without a warning.
+        if text.is_empty() {
+            return Ok((cache, false));
+        }
         match parse(&text) {
             Some(entries) => {
                 cache.entries = entries;

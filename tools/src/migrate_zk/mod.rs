@@ -214,7 +214,7 @@ pub fn differences(plan: &Plan, stored: &BTreeMap<String, pb::KeyValue>) -> Vec<
         match stored.get(k) {
             None => out.push(format!("{k}: in ZooKeeper {}, missing in Ferry", v.describe())),
             Some(kv) => match v.decode_like(&kv.value) {
-                Some(ours) if ours == *v => {}
+                Some(ours) if v.agrees_with(&ours) => {}
                 Some(ours) => out.push(format!(
                     "{k}: in ZooKeeper {}, in Ferry {}",
                     v.describe(),

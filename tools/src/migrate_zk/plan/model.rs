@@ -48,9 +48,30 @@ impl Value {
         })
     }
 
-    /// Whether stored bytes hold this value.
+    /// Whether stored bytes hold this value. A partition whose leader, ISR and epochs Ferry's
+    /// controller has moved on since the import (a later partition epoch, the same replicas)
+    /// still counts: from the import on, those belong to the controller, which re-elects the
+    /// leaders of brokers that are not up yet.
     pub fn same_as(&self, bytes: &[u8]) -> bool {
-        self.decode_like(bytes).is_some_and(|v| v == *self)
+        self.decode_like(bytes).is_some_and(|v| self.agrees_with(&v))
+    }
+
+    /// See [`Value::same_as`].
+    pub fn agrees_with(&self, stored: &Value) -> bool {
+        match (self, stored) {
+            (Value::Partition(zk), Value::Partition(ours)) if ours.partition_epoch > zk.partition_epoch => {
+                let assignment = |s: &PartitionState| {
+                    (
+                        s.replicas.clone(),
+                        s.adding.clone(),
+                        s.removing.clone(),
+                        s.throttle_rate,
+                    )
+                };
+                assignment(zk) == assignment(ours) && ours.leader_epoch >= zk.leader_epoch
+            }
+            _ => self == stored,
+        }
     }
 
     /// The value as one line of JSON, for differences.
@@ -138,5 +159,35 @@ impl Plan {
             "cluster {}: {topics} topics ({deleting} being deleted), {partitions} partitions, {moving} reassignments in flight ({throttled} with a throttle that goes with them), {configs} broker configs",
             self.cluster_id
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(replicas: &[i32], leader: i32, leader_epoch: u32, partition_epoch: u32) -> Value {
+        Value::Partition(PartitionState {
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            leader,
+            leader_epoch,
+            partition_epoch,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_partition_agrees_once_the_controller_moved_its_leader_on_but_not_its_replicas() {
+        let zk = state(&[3, 1], 3, 1, 1);
+        assert!(zk.agrees_with(&zk.clone()));
+        // Re-elected by Ferry's controller: later epochs, same replicas.
+        assert!(zk.agrees_with(&state(&[3, 1], -1, 2, 2)));
+        // The same partition epoch with another leader is a real difference.
+        assert!(!zk.agrees_with(&state(&[3, 1], 1, 1, 1)));
+        // Other replicas are a difference whatever the epochs.
+        assert!(!zk.agrees_with(&state(&[3, 2], 3, 2, 2)));
+        // Epochs that went backwards are a difference.
+        assert!(!zk.agrees_with(&state(&[3, 1], 3, 0, 2)));
     }
 }
