@@ -147,6 +147,20 @@ async fn kafka_clients_produce_and_fetch_records_identical_in_every_codec() {
         assert_eq!(seen, codecs.into_iter().collect(), "{}", f.display());
         assert_eq!(batches.last().unwrap().0.next_offset(), want.len() as i64);
     }
+    // Kafka's own DumpLogSegments reads the offset and time indexes and checks each entry
+    // against the batches.
+    for f in &folders {
+        let files = ["index", "timeindex"].map(|e| f.join(format!("00000000000000000000.{e}")).display().to_string());
+        let (ok, out) = tests::kafka::tool("kafka-dump-log", &["--files", &files.join(",")], "");
+        assert!(ok, "{out}");
+        assert!(
+            out.contains("timestamp: ") && out.contains("offset: "),
+            "entries in both:\n{out}"
+        );
+        for bad in ["mismatch", "out of order", "not found", "Exception"] {
+            assert!(!out.contains(bad), "{bad}:\n{out}");
+        }
+    }
     // Each folder names its topic's id in partition.metadata, as a Kafka broker writes it.
     let described = four
         .client

@@ -3,7 +3,8 @@
 # array; sets $endpoints and $server_pids. `stop_all` stops every process in `pids`.
 # $FERRY_NODE_ARGS adds flags to every node (for example `--roles quorum`); $FERRY_LOG sets
 # their RUST_LOG (default error); $FERRY_KAFKA_BASE gives node i a Kafka listener on port
-# FERRY_KAFKA_BASE + i - 1.
+# FERRY_KAFKA_BASE + i - 1; $FERRY_TWO_LOG_DIRS=1 gives node i the log dirs ferry<i>/d0 and
+# ferry<i>/d1 (to compare JBOD moves).
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -13,10 +14,11 @@ stop_all() {
 start_ferry_node() { # id base port; sets pids[id - 1]
   local id=$1 base=$2
   local peers="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
-  local kafka=()
-  [ -z "${FERRY_KAFKA_BASE:-}" ] || kafka=(--kafka-listen "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))")
+  local extra=()
+  [ -z "${FERRY_KAFKA_BASE:-}" ] || extra=(--kafka-listen "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))")
+  [ -z "${FERRY_TWO_LOG_DIRS:-}" ] || extra+=(--log-dirs "$work/ferry$id/d0,$work/ferry$id/d1")
   RUST_LOG=${FERRY_LOG:-error} "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
-    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" "${kafka[@]}" ${FERRY_NODE_ARGS:-} \
+    --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" "${extra[@]}" ${FERRY_NODE_ARGS:-} \
     >>"$work/ferry$id.log" 2>&1 &
   pids[id - 1]=$!
 }

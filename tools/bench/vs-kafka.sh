@@ -6,7 +6,15 @@
 #     partition of a topic on broker 1 moves to broker 2 with one
 #     `kafka-reassign-partitions --execute`; the time until it is accepted, then until
 #     `--list` shows no move left;
-#   - memory: the summed RSS of the system's processes at the end;
+#   - cancel: CANCEL partitions on broker 1, one 100 KiB record each (fill-partitions.py), start
+#     moving to broker 2 under a 1 B/s throttle (Kafka's first fetch still copies up to 10 MiB,
+#     so about 100 partitions may finish); the number still moving, then the time from
+#     `--cancel` until none is listed;
+#   - moves of one partition of MOVE_MB MiB (100 KiB records): throttled between brokers at each
+#     rate of RATES MB/s (measured duration over size/rate), unthrottled between brokers, and
+#     between the two log dirs of one broker (AlterReplicaLogDirs through the same tool), each
+#     in MB/s and against `cp -r` plus `sync` of the same folder;
+#   - memory: the summed RSS of the system's processes at the end (after the largest submit);
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
 #     (tools/bench/admin-failover.py, the same kafka-python client for both).
@@ -14,13 +22,13 @@
 # with the reason on stderr) and the JSON lines behind it. RECORDS=0 and SIZES= leave out the
 # produce and submit runs.
 #
-#   tools/bench/vs-kafka.sh                          # 100,000 records; sizes 1000 and 10000
-#   RECORDS=20000 SIZES=1000 tools/bench/vs-kafka.sh # a quick look
+#   tools/bench/vs-kafka.sh      # 100,000 records; sizes 1000, 10000, 100000; 1 GiB moves
+#   RECORDS=20000 SIZES=1000 CANCEL=1000 MOVE_MB=64 RATES=10 tools/bench/vs-kafka.sh  # a quick look
 #
 # Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
 # tools/bench/kafka-cluster.sh's defaults (512 MiB heaps); Ferry's with tools/bench/ferry-cluster.sh
 # (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
-# Settings (environment): RECORDS, RECORD_BYTES, SIZES, SYSTEMS ("kafka ferry"),
+# Settings (environment): RECORDS, RECORD_BYTES, SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION,
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
 set -euo pipefail
@@ -28,7 +36,10 @@ cd "$(dirname "$0")/../.."
 
 RECORDS=${RECORDS:-100000}
 RECORD_BYTES=${RECORD_BYTES:-1024}
-SIZES=${SIZES-1000 10000}
+SIZES=${SIZES-1000 10000 100000}
+CANCEL=${CANCEL:-10000}
+MOVE_MB=${MOVE_MB:-1024}
+RATES=${RATES-10 50}
 SYSTEMS=${SYSTEMS:-kafka ferry}
 
 cargo build --release -q -p tools --bins
@@ -122,18 +133,132 @@ submit() { # system bootstrap size
     return 0
   fi
   record "$1" "submit_${n}_accepted_s" "$accepted"
-  # Done when --list finds none; given up (null) after COMPLETE_TIMEOUT seconds.
-  local deadline=$((SECONDS + ${COMPLETE_TIMEOUT:-300}))
-  while [ "$SECONDS" -lt "$deadline" ]; do
-    out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --list 2>&1) || true
-    if grep -q "No partition reassignments found" <<<"$out"; then
-      record "$1" "submit_${n}_complete_s" "$(since "$started")"
+  if wait_moves_done "$2"; then
+    record "$1" "submit_${n}_complete_s" "$(since "$started")"
+  else
+    echo "$1: moves of $n partitions not complete after ${COMPLETE_TIMEOUT:-300} s" >&2
+    record "$1" "submit_${n}_complete_s" null
+  fi
+}
+
+# One partition moving to broker TO (and, given, into log dir DIR): the Kafka tool's plan file.
+plan_one() { # topic to [dir]
+  local dirs=""
+  [ -z "${3:-}" ] || dirs=",\"log_dirs\":[\"$3\"]"
+  echo "{\"version\":1,\"partitions\":[{\"topic\":\"$1\",\"partition\":0,\"replicas\":[$2]$dirs}]}" >"$work/one.json"
+  echo "$work/one.json"
+}
+
+# Waits until no move is listed (kafka-python, polled every 0.1 s); fails after COMPLETE_TIMEOUT s.
+wait_moves_done() { # bootstrap
+  python3 tools/bench/wait-moves.py "$1" "${COMPLETE_TIMEOUT:-300}"
+}
+
+# "<log dir> <is future 0|1> <bytes>" per replica of TOPIC-0 on broker BROKER.
+replica_dirs() { # bootstrap broker topic
+  tool kafka-log-dirs --bootstrap-server "$1" --describe --broker-list "$2" --topic-list "$3" 2>/dev/null |
+    python3 -c '
+import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        for b in json.loads(line)["brokers"]:
+            for d in b["logDirs"]:
+                for p in d["partitions"]:
+                    print(d["logDir"], int(p["isFuture"]), p["size"])'
+}
+
+mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / 1e6 / s }'; }
+
+moves() { # system bootstrap
+  [ "$MOVE_MB" -gt 0 ] || return 0
+  local sys=$1 bs=$2 at=1 to plan started secs bytes dir other moved
+  create "$bs" mv "1"
+  tool kafka-producer-perf-test --topic mv --num-records $((MOVE_MB * 10)) --record-size 104857 \
+    --throughput -1 --producer-props bootstrap.servers="$bs" acks=1 batch.size=1048576 linger.ms=5 \
+    max.request.size=4194304 >/dev/null
+  bytes=$(replica_dirs "$bs" 1 mv | awk '$2 == 0 {print $3}')
+  echo "$sys: mv-0 holds $bytes bytes" >&2
+  for rate in $RATES unthrottled; do
+    to=$((3 - at))
+    plan=$(plan_one mv "$to")
+    local throttle=()
+    [ "$rate" = unthrottled ] || throttle=(--throttle $((rate * 1000000)))
+    started=$(now)
+    tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute "${throttle[@]}" >/dev/null
+    if ! wait_moves_done "$bs"; then
+      echo "$sys: the $rate move of mv-0 did not complete" >&2
+      record "$sys" "move_${rate}_s" null
       return 0
+    fi
+    secs=$(since "$started")
+    # Clears the throttles, as an operator would after the move.
+    tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --verify >/dev/null 2>&1 || true
+    if [ "$rate" = unthrottled ]; then
+      record "$sys" move_brokers_mb_per_s "$(mb_per_s "$bytes" "$secs")"
+    else
+      record "$sys" "move_${rate}mb_s_over_ideal" "$(awk -v s="$secs" -v b="$bytes" -v r="$rate" 'BEGIN { printf "%.3f", s / (b / (r * 1e6)) }')"
+    fi
+    at=$to
+  done
+  # Between the two log dirs of broker $at (each system names them .../d0 and .../d1).
+  dir=$(replica_dirs "$bs" "$at" mv | awk '$2 == 0 {print $1}')
+  other="${dir%/d?}/d$((1 - ${dir: -1}))"
+  plan=$(plan_one mv "$at" "$other")
+  started=$(now)
+  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute >/dev/null
+  moved=""
+  for _ in $(seq 1 $((${COMPLETE_TIMEOUT:-300} * 5))); do
+    if replica_dirs "$bs" "$at" mv | awk -v d="$other" '$1 == d && $2 == 0 {ok=1} $2 == 1 {f=1} END {exit !(ok && !f)}'; then
+      moved=$(since "$started")
+      break
     fi
     sleep 0.2
   done
-  echo "$1: moves of $n partitions not complete after ${COMPLETE_TIMEOUT:-300} s" >&2
-  record "$1" "submit_${n}_complete_s" null
+  if [ -z "$moved" ]; then
+    echo "$sys: the dir move of mv-0 did not complete" >&2
+    record "$sys" move_dirs_mb_per_s null
+  else
+    record "$sys" move_dirs_mb_per_s "$(mb_per_s "$bytes" "$moved")"
+  fi
+  # The same folder copied by cp -r, then synced, on the same file system.
+  started=$(now)
+  cp -r "$other/mv-0" "$other/../cp-copy" && sync
+  secs=$(since "$started")
+  rm -rf "$other/../cp-copy"
+  record "$sys" cp_sync_mb_per_s "$(mb_per_s "$bytes" "$secs")"
+  [ -z "$moved" ] || record "$sys" move_dirs_over_cp "$(awk -v m="$moved" -v c="$secs" 'BEGIN { printf "%.2f", c / m }')"
+}
+
+cancel() { # system bootstrap
+  [ "$CANCEL" -gt 0 ] || return 0
+  local sys=$1 bs=$2 left=$CANCEL count t=0 specs=() plan moving started
+  while [ "$left" -gt 0 ]; do
+    count=$((left < TOPIC_PARTITIONS ? left : TOPIC_PARTITIONS))
+    create "$bs" "cx-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
+    specs+=("cx-$t:$count")
+    left=$((left - count))
+    t=$((t + 1))
+  done
+  python3 tools/bench/fill-partitions.py "$bs" 102400 "${specs[@]}"
+  plan=$work/cancel-$sys.json
+  {
+    printf '{"version":1,"partitions":['
+    for tc in "${specs[@]}"; do
+      seq 0 $((${tc#*:} - 1)) | sed "s/.*/{\"topic\":\"${tc%:*}\",\"partition\":&,\"replicas\":[2]}/"
+    done | paste -sd, -
+    printf ']}\n'
+  } >"$plan"
+  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute --throttle 1 >/dev/null
+  moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
+  record "$sys" "cancel_${CANCEL}_moving" "$moving"
+  started=$(now)
+  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --cancel >/dev/null 2>&1 || true
+  if wait_moves_done "$bs"; then
+    record "$sys" "cancel_${CANCEL}_s" "$(since "$started")"
+  else
+    echo "$sys: the cancel of $CANCEL moves did not roll back" >&2
+    record "$sys" "cancel_${CANCEL}_s" null
+  fi
 }
 
 memory() { # system pid...
@@ -161,6 +286,8 @@ run_kafka() {
   local bootstrap
   bootstrap=$(tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
   produce kafka "$bootstrap"
+  moves kafka "$bootstrap"
+  cancel kafka "$bootstrap"
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
@@ -175,8 +302,10 @@ run_ferry() {
   local base=${FERRY_BENCH_PORT:-17761}
   export FERRY_KAFKA_BASE=$((base + 10))
   local bootstrap="127.0.0.1:$FERRY_KAFKA_BASE,127.0.0.1:$((FERRY_KAFKA_BASE + 1)),127.0.0.1:$((FERRY_KAFKA_BASE + 2))"
-  start_ferry_cluster "$base"
+  FERRY_TWO_LOG_DIRS=1 start_ferry_cluster "$base"
   produce ferry "$bootstrap"
+  moves ferry "$bootstrap"
+  cancel ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
   # Ferry's active controller runs beside the Raft leader.

@@ -17,6 +17,9 @@ mod read;
 mod segment;
 #[cfg(test)]
 mod tests;
+mod time_index;
+#[cfg(test)]
+mod time_tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -102,6 +105,8 @@ pub struct SealedSegment {
     pub log_path: PathBuf,
     /// The `.index` file.
     pub index_path: PathBuf,
+    /// The `.timeindex` file (absent while it has no entry).
+    pub time_path: PathBuf,
 }
 
 /// The on-disk log of one partition replica. Single-threaded: callers wrap it in a mutex.
@@ -147,7 +152,7 @@ impl PartitionLog {
         }
 
         let mut logs = Vec::new();
-        let mut indexes = Vec::new();
+        let mut indexes: Vec<(i64, &str)> = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| io_err("list", dir, e))? {
             let entry = entry.map_err(|e| io_err("list", dir, e))?;
             let name = entry.file_name();
@@ -155,13 +160,15 @@ impl PartitionLog {
             if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_stem) {
                 logs.push(base);
             } else if let Some(base) = name.strip_suffix(".index").and_then(segment::parse_stem) {
-                indexes.push(base);
+                indexes.push((base, "index"));
+            } else if let Some(base) = name.strip_suffix(".timeindex").and_then(segment::parse_stem) {
+                indexes.push((base, "timeindex"));
             }
         }
         logs.sort_unstable();
-        for base in indexes.into_iter().filter(|b| logs.binary_search(b).is_err()) {
+        for (base, ext) in indexes.into_iter().filter(|(b, _)| logs.binary_search(b).is_err()) {
             // An index without its log is left over from a deletion or roll that did not finish.
-            let path = dir.join(format!("{}.index", segment::file_stem(base)));
+            let path = dir.join(format!("{}.{ext}", segment::file_stem(base)));
             fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
         }
 
@@ -429,6 +436,7 @@ impl PartitionLog {
 
     /// Seals the active segment and starts a new one at `base`.
     fn roll(&mut self, base: i64) -> Result<(), LogError> {
+        self.active_mut().seal();
         if self.cfg.fsync_on_roll {
             self.active().sync()?;
         }
@@ -459,8 +467,12 @@ impl PartitionLog {
         let doomed: Vec<i64> = self.segments.range(keep_base + 1..).map(|(b, _)| *b).rev().collect();
         for base in &doomed {
             let seg = self.segments.remove(base).expect("listed above");
-            for path in [&seg.log_path, &seg.index_path] {
-                fs::remove_file(path).map_err(|e| io_err("remove", path, e))?;
+            for path in [&seg.log_path, &seg.index_path, &seg.time_path] {
+                match fs::remove_file(path) {
+                    // The time index exists only once it has an entry.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == &seg.time_path => {}
+                    r => r.map_err(|e| io_err("remove", path, e))?,
+                }
             }
         }
         if !doomed.is_empty() {
@@ -500,6 +512,7 @@ impl PartitionLog {
             size: seg.size,
             log_path: seg.log_path.clone(),
             index_path: seg.index_path.clone(),
+            time_path: seg.time_path.clone(),
         })
     }
 
@@ -516,11 +529,20 @@ impl PartitionLog {
             });
         }
         let empty = self.segments.remove(&src.base).expect("the active segment exists");
-        let (log_path, index_path) = (empty.log_path.clone(), empty.index_path.clone());
+        let (log_path, index_path, time_path) = (
+            empty.log_path.clone(),
+            empty.index_path.clone(),
+            empty.time_path.clone(),
+        );
         drop(empty);
         let adopted = (|| {
             fs::copy(&src.log_path, &log_path).map_err(|e| io_err("copy", &src.log_path, e))?;
             fs::copy(&src.index_path, &index_path).map_err(|e| io_err("copy", &src.index_path, e))?;
+            // Without one (a segment with no entry yet), the recovery below builds it.
+            match fs::copy(&src.time_path, &time_path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                r => drop(r.map_err(|e| io_err("copy", &src.time_path, e))?),
+            }
             let mut seg = Segment::open(&self.dir, src.base)?;
             seg.recover_sealed(self.cfg.index_interval_bytes)?;
             if seg.next_offset != src.next_offset {

@@ -74,15 +74,16 @@ impl PartitionLog {
     }
 
     /// The first batch whose largest timestamp is at or after `timestamp_ms`: its base offset and
-    /// that timestamp (Kafka's ListOffsets by time). Reads batch headers from the oldest segment
-    /// on; there is no time index yet.
+    /// that timestamp (Kafka's ListOffsets by time). In each segment from the oldest, the time
+    /// index says where to start reading batch headers.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
         for seg in self.segments.values() {
             let mut found = None;
-            seg.for_each_header(&mut |h| {
-                if found.is_none() && h.max_timestamp_ms >= timestamp_ms {
+            seg.headers_from(seg.time_scan_start(timestamp_ms)?, &mut |h| {
+                if h.max_timestamp_ms >= timestamp_ms {
                     found = Some((h.base_offset, h.max_timestamp_ms));
                 }
+                found.is_none()
             })?;
             if let Some(f) = found {
                 return Ok(Some(f));

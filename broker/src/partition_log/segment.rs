@@ -1,4 +1,5 @@
-//! One segment: a `.log` file of batches plus its sparse `.index` of (relative offset, position) entries.
+//! One segment: a `.log` file of batches plus its sparse `.index` of (relative offset, position)
+//! entries and its `.timeindex` (`time_index.rs`), written beside each `.index` entry.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -6,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use crate::record_batch::{self, BatchHeader, HEADER_LEN};
 
+use super::time_index::TimeIndex;
 use super::{io_err, LogError};
+
+mod time_io;
 
 /// Bytes per index entry: relative offset u32 + file position u32, big-endian as in Kafka's `.index`.
 const INDEX_ENTRY_LEN: usize = 8;
@@ -50,6 +54,9 @@ struct Scan {
 struct LazyFile {
     path: PathBuf,
     file: std::sync::OnceLock<File>,
+    /// Created on first use rather than with the segment (the time index: an empty partition
+    /// then costs no file for it).
+    create: bool,
 }
 
 impl LazyFile {
@@ -57,6 +64,14 @@ impl LazyFile {
         Self {
             path,
             file: std::sync::OnceLock::new(),
+            create: false,
+        }
+    }
+
+    fn created_on_use(path: PathBuf) -> Self {
+        Self {
+            create: true,
+            ..Self::new(path)
         }
     }
 
@@ -65,7 +80,11 @@ impl LazyFile {
         if let Some(f) = self.file.get() {
             return Ok(f);
         }
-        let f = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(self.create)
+            .open(&self.path)?;
         Ok(self.file.get_or_init(|| f))
     }
 
@@ -85,6 +104,9 @@ pub(super) struct Segment {
     pub log_path: PathBuf,
     pub index_path: PathBuf,
     index: Vec<IndexEntry>,
+    time_file: LazyFile,
+    pub time_path: PathBuf,
+    time: TimeIndex,
 }
 
 fn open_rw(path: &Path, truncate: bool) -> Result<File, LogError> {
@@ -102,8 +124,14 @@ impl Segment {
     pub fn create(dir: &Path, base: i64) -> Result<Self, LogError> {
         let log_path = dir.join(format!("{}.log", file_stem(base)));
         let index_path = dir.join(format!("{}.index", file_stem(base)));
+        let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
         drop(open_rw(&log_path, true)?);
         drop(open_rw(&index_path, true)?);
+        // A stray time index is emptied; none is created until the first entry.
+        match OpenOptions::new().write(true).truncate(true).open(&time_path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("open", &time_path, e)),
+            _ => {}
+        }
         Ok(Segment {
             base,
             next_offset: base,
@@ -113,6 +141,9 @@ impl Segment {
             log_path,
             index_path,
             index: Vec::new(),
+            time_file: LazyFile::created_on_use(time_path.clone()),
+            time_path,
+            time: TimeIndex::default(),
         })
     }
 
@@ -126,6 +157,7 @@ impl Segment {
         if !index_path.exists() {
             drop(open_rw(&index_path, false)?);
         }
+        let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
         Ok(Segment {
             base,
             next_offset: base,
@@ -135,6 +167,9 @@ impl Segment {
             log_path,
             index_path,
             index: Vec::new(),
+            time_file: LazyFile::created_on_use(time_path.clone()),
+            time_path,
+            time: TimeIndex::default(),
         })
     }
 
@@ -279,6 +314,14 @@ impl Segment {
                 .and_then(File::sync_all)
                 .map_err(|e| io_err("fsync", &self.index_path, e))?;
         }
+        // A sealed segment's time index ends with its largest timestamp; one missing (an older
+        // Ferry's) or damaged (Kafka's preallocated file after an unclean stop) is rebuilt.
+        let (time, clean) = self.load_time_index()?;
+        if clean && (self.size == 0 || !time.entries().is_empty()) {
+            self.time = time;
+        } else {
+            self.rebuild_time_index(interval, true)?;
+        }
         Ok(())
     }
 
@@ -286,6 +329,12 @@ impl Segment {
     /// the file at the first torn, corrupt or out-of-sequence batch. Returns the number of bytes dropped.
     pub fn recover_active(&mut self, interval: u32, on_batch: &mut dyn FnMut(&BatchHeader)) -> Result<u64, LogError> {
         let (entries, _) = self.load_index()?;
+        let base = self.base;
+        let mut scanned = TimeIndex::default();
+        let on_batch = &mut |h: &BatchHeader| {
+            scanned.observe(h, base);
+            on_batch(h);
+        };
         // Start from the last index entry whose batch checks out; a bad entry falls back to the one before.
         let mut keep = entries.len();
         let scan = loop {
@@ -318,6 +367,18 @@ impl Segment {
         self.next_offset = scan.next_offset;
         self.index = scan.index;
         self.write_index_file()?;
+        // Entries are written with the offset index's, so a whole file covers every batch
+        // before the scan's start; the scan covered the rest. A damaged one is rebuilt.
+        let (mut time, clean) = self.load_time_index()?;
+        if clean {
+            time.truncate(self.next_offset - self.base);
+            time.merge_max(&scanned);
+            self.time = time;
+            self.observe_tail()?;
+            self.write_time_file()?;
+        } else {
+            self.rebuild_time_index(interval, false)?;
+        }
         Ok(dropped)
     }
 
@@ -423,7 +484,9 @@ impl Segment {
         }
         let before = self.index.len();
         maybe_index(&mut self.index, self.base, pos, h.last_offset(), interval);
+        self.time.observe(h, self.base);
         if self.index.len() > before {
+            self.append_time_entry();
             let e = self.index[before];
             let mut buf = [0u8; INDEX_ENTRY_LEN];
             buf[..4].copy_from_slice(&e.rel.to_be_bytes());
@@ -455,6 +518,9 @@ impl Segment {
         let keep = self.index.partition_point(|e| u64::from(e.pos) < pos);
         self.index.truncate(keep);
         self.write_index_file()?;
+        self.time.truncate(self.next_offset - self.base);
+        self.observe_tail()?;
+        self.write_time_file()?;
         if self.index_file.is_open() {
             self.index_file
                 .get()
@@ -472,6 +538,9 @@ impl Segment {
         }
         if let Some(f) = self.index_file.file.get() {
             f.sync_data().map_err(|e| io_err("fsync", &self.index_path, e))?;
+        }
+        if let Some(f) = self.time_file.file.get() {
+            f.sync_data().map_err(|e| io_err("fsync", &self.time_path, e))?;
         }
         Ok(())
     }

@@ -92,7 +92,7 @@ pub enum BatchError {
 }
 
 /// Decoded batch header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchHeader {
     /// Offset of the first record.
     pub base_offset: i64,
