@@ -72,14 +72,29 @@ pub fn kafka_tool(name: &str) -> Command {
 /// Runs a Kafka tool with `input` on stdin; whether it succeeded, and its stdout (and stderr
 /// on failure).
 pub fn tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
-    let (code, stdout, stderr) = run(kafka_tool(name).args(args), input);
+    tool_of(None, name, args, input)
+}
+
+/// [`tool`] from Kafka `version`'s jars (`None`: `tools/kafka-jars.sh`'s default).
+pub fn tool_of(version: Option<&str>, name: &str, args: &[&str], input: &str) -> (bool, String) {
+    let mut cmd = kafka_tool(name);
+    if let Some(v) = version {
+        cmd.env("KAFKA_VERSION", v);
+    }
+    let (code, stdout, stderr) = run(cmd.args(args), input);
     let ok = code == Some(0);
     (ok, format!("{stdout}{}", if ok { "" } else { stderr.as_str() }))
 }
 
-/// Creates `topic` with `kafka-topics`, one partition on brokers 1 and 2 (plus `extra` flags),
-/// and waits until both replicas are in sync.
-pub async fn create_on_1_and_2(c: &broker::ClusterClient, bootstrap: &str, topic: &str, extra: &[&str]) {
+/// Creates `topic` with `kafka-topics` (of Kafka `version`, as in [`tool_of`]), one partition on
+/// brokers 1 and 2 (plus `extra` flags), and waits until both replicas are in sync.
+pub async fn create_on_1_and_2(
+    c: &broker::ClusterClient,
+    bootstrap: &str,
+    version: Option<&str>,
+    topic: &str,
+    extra: &[&str],
+) {
     let mut args = vec![
         "--bootstrap-server",
         bootstrap,
@@ -90,7 +105,7 @@ pub async fn create_on_1_and_2(c: &broker::ClusterClient, bootstrap: &str, topic
         "1:2",
     ];
     args.extend_from_slice(extra);
-    let (ok, out) = tool("kafka-topics", &args, "");
+    let (ok, out) = tool_of(version, "kafka-topics", &args, "");
     assert!(ok && out.contains(&format!("Created topic {topic}.")), "{out}");
     crate::wait_until(Duration::from_secs(30), "the new topic's partition in sync", || {
         crate::data::isr_is(c, topic, 0, &[1, 2])

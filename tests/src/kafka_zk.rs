@@ -30,18 +30,9 @@ pub fn jars() -> PathBuf {
     )
 }
 
-/// One of Kafka `VERSION`'s tools by its script name, with a deadline.
-pub fn tool(name: &str) -> Command {
-    let mut cmd = crate::kafka::kafka_tool(name);
-    cmd.env("KAFKA_VERSION", VERSION);
-    cmd
-}
-
 /// Runs a Kafka `VERSION` tool; whether it succeeded, and its stdout (and stderr on failure).
 pub fn run_tool(name: &str, args: &[&str], input: &str) -> (bool, String) {
-    let (code, stdout, stderr) = crate::kafka::run(tool(name).args(args), input);
-    let ok = code == Some(0);
-    (ok, format!("{stdout}{}", if ok { "" } else { stderr.as_str() }))
+    crate::kafka::tool_of(Some(VERSION), name, args, input)
 }
 
 /// One Kafka broker process in ZooKeeper mode; SIGKILLed on drop if still running.

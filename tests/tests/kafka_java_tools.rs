@@ -3,21 +3,30 @@
 //! idempotent settings writes, the console consumer reads back from the earliest offset,
 //! kafka-reassign-partitions moves a partition under a throttle, lists and verifies it (which
 //! removes the throttles), kafka-configs shows the throttle while it acts, and kafka-log-dirs
-//! describes the dirs. Each prints Kafka's own messages.
+//! describes the dirs. Each prints Kafka's own messages. Once with Kafka 4.x's tools, once with
+//! Kafka 3.9's.
 
 use std::time::Duration;
 
-use tests::kafka::tool;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_4_tools_create_produce_consume_and_reassign_with_a_throttle() {
+    create_produce_consume_and_reassign(None).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kafkas_own_tools_create_produce_consume_and_reassign_with_a_throttle() {
+async fn kafka_3_9_tools_create_produce_consume_and_reassign_with_a_throttle() {
+    create_produce_consume_and_reassign(Some(tests::kafka_zk::VERSION)).await;
+}
+
+async fn create_produce_consume_and_reassign(version: Option<&str>) {
+    let tool = |name: &str, args: &[&str], input: &str| tests::kafka::tool_of(version, name, args, input);
     let dir = tempfile::tempdir().unwrap();
     let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
     let c = four.client.clone();
     let b = k.bootstrap();
     let b = b.as_str();
 
-    tests::kafka::create_on_1_and_2(&c, b, "jt", &["--config", "retention.ms=86400000"]).await;
+    tests::kafka::create_on_1_and_2(&c, b, version, "jt", &["--config", "retention.ms=86400000"]).await;
     let (ok, out) = tool(
         "kafka-topics",
         &["--bootstrap-server", b, "--describe", "--topic", "jt"],

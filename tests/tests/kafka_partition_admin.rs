@@ -21,7 +21,7 @@ async fn kafka_tools_add_partitions_and_elect_preferred_leaders() {
     let b = k.bootstrap();
     let b = b.as_str();
 
-    tests::kafka::create_on_1_and_2(&c, b, "pa", &[]).await;
+    tests::kafka::create_on_1_and_2(&c, b, None, "pa", &[]).await;
 
     // CreatePartitions: one partition to three; a shrink is refused as Kafka refuses it.
     let (ok, out) = tool(

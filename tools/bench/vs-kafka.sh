@@ -207,19 +207,12 @@ moves() { # system bootstrap
   started=$(now)
   tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute >/dev/null
   moved=""
-  for _ in $(seq 1 $((${COMPLETE_TIMEOUT:-300} * 5))); do
-    if replica_dirs "$bs" "$at" mv | awk -v d="$other" '$1 == d && $2 == 0 {ok=1} $2 == 1 {f=1} END {exit !(ok && !f)}'; then
-      moved=$(since "$started")
-      break
-    fi
-    sleep 0.2
-  done
-  if [ -z "$moved" ]; then
-    echo "$sys: the dir move of mv-0 did not complete" >&2
-    record "$sys" move_dirs_mb_per_s null
+  if python3 tools/bench/wait-moves.py "$bs" "${COMPLETE_TIMEOUT:-300}" "$at" mv "$other"; then
+    moved=$(since "$started")
   else
-    record "$sys" move_dirs_mb_per_s "$(mb_per_s "$bytes" "$moved")"
+    echo "$sys: the dir move of mv-0 did not complete" >&2
   fi
+  record "$sys" move_dirs_mb_per_s "$([ -z "$moved" ] && echo null || mb_per_s "$bytes" "$moved")"
   # The same folder copied by cp -r, then synced, on the same file system.
   started=$(now)
   cp -r "$other/mv-0" "$other/../cp-copy" && sync

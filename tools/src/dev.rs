@@ -222,7 +222,7 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
     let kafka: Vec<String> = nodes.iter().filter_map(|n| n.kafka_addr().map(String::from)).collect();
     if !kafka.is_empty() {
         println!(
-            "kafka bootstrap: {} (Metadata, Produce, Fetch and offsets; no admin APIs or groups yet)",
+            "kafka bootstrap: {} (Kafka's clients and admin tools; no consumer groups or transactions yet)",
             kafka.join(",")
         );
     }
