@@ -66,7 +66,7 @@ pub async fn elect_leaders(ch: &ControllerChannels, req: ElectLeadersRequest, ve
     match elect(ch, &req, version).await {
         Err((code, message)) => {
             resp.error_code = code;
-            resp.replica_election_results = refuse_all(&req, &message);
+            resp.replica_election_results = refuse_all(&req, code, &message);
         }
         Ok(results) => {
             let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
@@ -127,9 +127,9 @@ async fn elect(
     Ok(r.results)
 }
 
-/// Every partition named in `req` refused with `message` (the request-wide code goes in the
-/// top-level error).
-fn refuse_all(req: &ElectLeadersRequest, message: &str) -> Vec<ReplicaElectionResult> {
+/// Every partition named in `req` refused with the request-wide `code` and `message`, as Kafka
+/// answers (v0 has no top-level error).
+fn refuse_all(req: &ElectLeadersRequest, code: i16, message: &str) -> Vec<ReplicaElectionResult> {
     req.topic_partitions
         .iter()
         .flatten()
@@ -142,7 +142,7 @@ fn refuse_all(req: &ElectLeadersRequest, message: &str) -> Vec<ReplicaElectionRe
                 .map(|p| {
                     let mut r = PartitionResult::default();
                     r.partition_id = *p;
-                    r.error_code = wire(ErrorCode::INVALID_REQUEST);
+                    r.error_code = code;
                     r.error_message = text(message);
                     r
                 })
@@ -224,5 +224,22 @@ mod tests {
         let mut alter = AlterConfigsRequest::default();
         alter.resources = vec![r];
         walks_clean(ApiKey::AlterConfigs, &alter, 0..=2);
+    }
+
+    #[test]
+    fn a_request_refused_whole_gives_each_partition_the_top_level_code() {
+        let mut t = TopicPartitions::default();
+        t.topic = kafka_protocol::messages::TopicName(StrBytes::from_static_str("t"));
+        t.partitions = vec![0, 3];
+        let mut req = ElectLeadersRequest::default();
+        req.topic_partitions = Some(vec![t]);
+        let code = wire(ErrorCode::REQUEST_TIMED_OUT);
+        let out = refuse_all(&req, code, "the controller did not answer");
+        let codes: Vec<(i32, i16)> = out[0]
+            .partition_result
+            .iter()
+            .map(|p| (p.partition_id, p.error_code))
+            .collect();
+        assert_eq!(codes, vec![(0, code), (3, code)]);
     }
 }
