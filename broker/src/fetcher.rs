@@ -1,6 +1,7 @@
 //! A follower's copy loop for one partition: truncate the divergent tail by leader epoch, then
-//! pull batches from the leader over one streaming fetch, each request telling the leader how
-//! far this replica has got.
+//! pull batches from the leader, each request telling the leader how far this replica has got.
+//! The requests of every partition copied from one leader share one stream
+//! (`fetch_session.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +9,6 @@ use std::time::Duration;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::{EpochEndOffsetRequest, ReplicaFetchRequest};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use crate::replica::Replica;
@@ -19,9 +18,12 @@ use crate::replica_manager::BrokerCore;
 const RETRY: Duration = Duration::from_millis(200);
 /// Longest pause between fetch attempts while failing (less with a short lag time).
 const MAX_RETRY: Duration = Duration::from_secs(3);
-/// Metadata answers waited out on one stream (about 15 s with the pauses) before the stream is
-/// given up and the leader's endpoint and epoch are looked at again.
+/// Metadata answers waited out (about 15 s with the pauses) before the leader's endpoint and
+/// epoch are looked at again.
 const MAX_WAITS_ON_STREAM: u32 = 8;
+/// How much longer than its own wait a fetch may take to be answered (the leader's throttle
+/// holds answers back too) before the session is taken for stuck.
+const ANSWER_SLACK: Duration = Duration::from_secs(30);
 
 /// Pauses between fetch attempts: doubling while they fail, so that many thousands of
 /// replicas waiting on one leader do not retry in lockstep every 200 ms.
@@ -56,9 +58,8 @@ impl Backoff {
 
 /// Answers that mean the leader's metadata and this replica's differ for now (the leader has
 /// not yet learnt that this broker is a replica, or of this epoch, or the other way round).
-/// The follower asks again on the same stream, for a while ([`MAX_WAITS_ON_STREAM`]): after a
-/// large move, tens of thousands of replicas wait so at once, and a new stream for each retry
-/// was a storm of stream setups and resets on the brokers' one connection.
+/// The follower asks again after a pause, for a while ([`MAX_WAITS_ON_STREAM`]): after a
+/// large move, tens of thousands of replicas wait so at once.
 pub fn awaits_metadata(code: ErrorCode) -> bool {
     matches!(
         code,
@@ -125,7 +126,7 @@ async fn copy_from_leader(
         .channels
         .channel(&endpoint)
         .map_err(|_| FetchError::NoEndpoint(leader))?;
-    let mut c = client(channel);
+    let mut c = client(channel.clone());
     truncate_divergent_tail(&mut c, r, epoch).await?;
 
     let request = |offset: i64, throttle: Option<u64>| ReplicaFetchRequest {
@@ -145,14 +146,26 @@ async fn copy_from_leader(
         },
         max_wait_ms: core.config.replica_fetch_wait_ms,
         incarnation: core.incarnation,
+        session_seq: 0,
     };
-    let (tx, rx) = mpsc::channel(2);
+    let deadline = Duration::from_millis(core.config.replica_fetch_wait_ms.into()) + ANSWER_SLACK;
+    let fetch = |req: ReplicaFetchRequest| {
+        let channel = channel.clone();
+        let endpoint = endpoint.clone();
+        async move {
+            tokio::time::timeout(deadline, core.fetch_sessions.fetch(&endpoint, channel, req))
+                .await
+                .map_err(|_| {
+                    tonic::Status::deadline_exceeded(format!("no answer from the leader within {deadline:?}"))
+                })?
+        }
+    };
+    // One lock at a time: the log's guard must be gone before the throttle reads the state.
     let leo = r.log().log_end_offset();
-    // The receiver is alive: it is moved into the call below.
-    let _ = tx.send(request(leo, core.follower_throttle(r))).await;
-    let mut stream = c.replica_fetch(ReceiverStream::new(rx)).await?.into_inner();
+    let mut next = request(leo, core.follower_throttle(r));
     let mut waits = 0;
-    while let Some(resp) = stream.message().await? {
+    loop {
+        let resp = fetch(next).await?;
         if resp.error_code != 0 {
             let code = ErrorCode(resp.error_code);
             if code == ErrorCode::OFFSET_OUT_OF_RANGE {
@@ -170,9 +183,7 @@ async fn copy_from_leader(
                 tracing::debug!(replica = %r.name(), leader, %code, message = resp.error_message, "leader not ready; asking again");
                 tokio::time::sleep(backoff.pause()).await;
                 let leo = r.log().log_end_offset();
-                if tx.send(request(leo, core.follower_throttle(r))).await.is_err() {
-                    break;
-                }
+                next = request(leo, core.follower_throttle(r));
                 continue;
             }
             return Err(FetchError::Leader {
@@ -201,11 +212,8 @@ async fn copy_from_leader(
             core.follower_throttle.charge(resp.batches.len());
             core.follower_throttle.acquire(rate).await;
         }
-        if tx.send(request(leo, throttle)).await.is_err() {
-            break;
-        }
+        next = request(leo, throttle);
     }
-    Ok(())
 }
 
 /// Drops what this replica has beyond the leader's end of our last epoch: that tail was written

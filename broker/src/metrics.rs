@@ -81,6 +81,12 @@ pub fn register(core: &Arc<BrokerCore>, registry: &Registry) -> prometheus::Resu
         )?,
         pulling(
             core,
+            "ferry_replica_fetch_sessions",
+            "Leaders this broker copies from, each over one replication stream whatever the partitions.",
+            |c| c.fetch_sessions.open(),
+        )?,
+        pulling(
+            core,
             "ferry_offline_log_dirs",
             "Log dirs of this broker that failed and are offline.",
             |c| c.dirs.offline().len(),

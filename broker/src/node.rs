@@ -58,6 +58,8 @@ pub struct Broker {
     cfg: BrokerConfig,
     core: Arc<BrokerCore>,
     kafka: Option<KafkaListener>,
+    /// The `meta.properties` of the log dirs a Kafka broker wrote.
+    kafka_dirs: Vec<(std::path::PathBuf, crate::meta_properties::MetaProperties)>,
 }
 
 /// A bound Kafka listener and the address clients are told to reach it at.
@@ -87,8 +89,34 @@ impl Broker {
                 d.canonicalize()
             })
             .collect::<Result<_, _>>()?;
+        // Another broker's dirs are refused before anything in them is opened.
+        let kafka_dirs = crate::meta_properties::read(&cfg.log_dirs);
+        if let Some(id) = kafka_dirs
+            .iter()
+            .find_map(|(_, m)| m.broker_id.filter(|b| *b != cfg.id))
+        {
+            let why = crate::meta_properties::check(&kafka_dirs, cfg.id, None).unwrap_err();
+            debug_assert!(why.contains(&id.to_string()));
+            return Err(OpenError::Dir(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                why,
+            )));
+        }
         let core = Arc::new(BrokerCore::open(cfg.id, cfg.log_dirs.clone(), cfg.data.clone())?);
-        Ok(Self { cfg, core, kafka: None })
+        Ok(Self {
+            cfg,
+            core,
+            kafka: None,
+            kafka_dirs,
+        })
+    }
+
+    /// [`check_kafka_dirs`] for this broker's dirs, before [`Broker::start`].
+    pub async fn check_kafka_dirs(&self, client: &Client) -> Result<(), String> {
+        if self.kafka_dirs.iter().all(|(_, m)| m.cluster_id.is_none()) {
+            return Ok(());
+        }
+        check_kafka_dirs(&self.cfg.log_dirs, self.cfg.id, client).await
     }
 
     /// Serves Kafka clients on `listener` once started, advertised in the registration as
@@ -172,6 +200,36 @@ impl Broker {
             client,
         })
     }
+}
+
+/// Checks that log dirs a Kafka broker wrote (`meta.properties`) belong to broker `id` of a
+/// cluster the metastore holds an import of (reading `/cluster/id`, retrying while the quorum
+/// does not answer). Without one, following the metadata would delete their replicas as
+/// unassigned. Dirs without the file pass without a read. A broker-only node checks before it
+/// opens the dirs, so that a refusal changes nothing in them.
+pub async fn check_kafka_dirs(dirs: &[std::path::PathBuf], id: i32, client: &Client) -> Result<(), String> {
+    let found = crate::meta_properties::read(dirs);
+    if found.iter().all(|(_, m)| m.cluster_id.is_none()) {
+        return crate::meta_properties::check(&found, id, None);
+    }
+    let imported = loop {
+        match client.get(proto::keys::CLUSTER_ID).await {
+            Ok(kv) => break kv,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the imported cluster id; retrying");
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let cluster = match imported {
+        Some(kv) => Some(
+            <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref())
+                .map_err(|e| format!("{}: undecodable: {e}", proto::keys::CLUSTER_ID))?
+                .id,
+        ),
+        None => None,
+    };
+    crate::meta_properties::check(&found, id, cluster.as_deref())
 }
 
 impl BrokerHandle {

@@ -81,8 +81,10 @@ pub struct BrokerCore {
     pub follower_throttle: crate::throttle::Throttle,
     /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
     pub dynamic_config: RwLock<HashMap<String, String>>,
-    /// One connection per peer broker, shared by every partition's replication stream.
+    /// One connection per peer broker, shared by every partition's replication.
     pub channels: metastore::peers::Peers,
+    /// This broker's replication sessions as a follower, one per leader.
+    pub fetch_sessions: crate::fetch_session::FetchSessions,
     /// Moves of replicas between this broker's dirs.
     pub moves: DirMoves,
     /// Byte counters for the broker's metrics.
@@ -148,6 +150,7 @@ impl BrokerCore {
             follower_throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
             channels: Default::default(),
+            fetch_sessions: Default::default(),
             moves: DirMoves::new(config.dir_move_parallelism),
             metrics: Default::default(),
             resume_at_start: Mutex::new(resume_at_start),

@@ -1,16 +1,11 @@
 //! The `Broker` gRPC service: produce, fetch, and the leader's side of replication.
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::Broker;
 use proto::ferry::*;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::StreamExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::produce::{self, storage_error, MAX_WAIT_MS};
@@ -142,6 +137,26 @@ impl BrokerService {
         })
     }
 
+    /// One follower fetch's answer, an error included.
+    async fn replica_fetch_answer(&self, req: &ReplicaFetchRequest) -> ReplicaFetchResponse {
+        self.replica_fetch_one(req)
+            .await
+            .unwrap_or_else(|e| ReplicaFetchResponse {
+                // A follower ahead of the leader truncates to the leader's end, not to 0.
+                log_end_offset: if e.code == ErrorCode::OFFSET_OUT_OF_RANGE {
+                    self.core
+                        .replica(&req.topic, req.partition)
+                        .map_or(-1, |r| r.log().log_end_offset())
+                } else {
+                    -1
+                },
+                error_code: e.code.0,
+                error_message: e.message,
+                high_watermark: -1,
+                ..Default::default()
+            })
+    }
+
     /// One follower fetch, answered when there is data or the wait ends.
     async fn replica_fetch_one(&self, req: &ReplicaFetchRequest) -> Result<ReplicaFetchResponse, ReplicaError> {
         let r = self.core.replica(&req.topic, req.partition)?;
@@ -192,8 +207,6 @@ impl BrokerService {
     }
 }
 
-type FetchStream = Pin<Box<dyn Stream<Item = Result<ReplicaFetchResponse, Status>> + Send>>;
-
 #[tonic::async_trait]
 impl Broker for BrokerService {
     async fn produce(&self, req: Request<ProduceRequest>) -> Result<Response<ProduceResponse>, Status> {
@@ -227,40 +240,18 @@ impl Broker for BrokerService {
         Ok(Response::new(resp))
     }
 
-    type ReplicaFetchStream = FetchStream;
+    type ReplicaFetchSessionStream = crate::fetch_session::AnswerStream;
 
-    async fn replica_fetch(
+    async fn replica_fetch_session(
         &self,
-        req: Request<Streaming<ReplicaFetchRequest>>,
-    ) -> Result<Response<Self::ReplicaFetchStream>, Status> {
-        let mut incoming = req.into_inner();
-        let (tx, rx) = mpsc::channel(2);
+        req: Request<Streaming<ReplicaFetchBatch>>,
+    ) -> Result<Response<Self::ReplicaFetchSessionStream>, Status> {
         let this = self.clone();
-        tokio::spawn(async move {
-            while let Some(Ok(req)) = incoming.next().await {
-                let resp = this
-                    .replica_fetch_one(&req)
-                    .await
-                    .unwrap_or_else(|e| ReplicaFetchResponse {
-                        // A follower ahead of the leader truncates to the leader's end, not to 0.
-                        log_end_offset: if e.code == ErrorCode::OFFSET_OUT_OF_RANGE {
-                            this.core
-                                .replica(&req.topic, req.partition)
-                                .map_or(-1, |r| r.log().log_end_offset())
-                        } else {
-                            -1
-                        },
-                        error_code: e.code.0,
-                        error_message: e.message,
-                        high_watermark: -1,
-                        ..Default::default()
-                    });
-                if tx.send(Ok(resp)).await.is_err() {
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let answer = move |req: ReplicaFetchRequest| {
+            let this = this.clone();
+            async move { this.replica_fetch_answer(&req).await }
+        };
+        Ok(Response::new(crate::fetch_session::serve(req.into_inner(), answer)))
     }
 
     async fn epoch_end_offset(

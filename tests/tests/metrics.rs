@@ -1,6 +1,7 @@
 //! Every node serves `/metrics` as Prometheus text: the families exist with their types, a
 //! throttled reassignment moves its leader's gauges up and back down and its bytes show as
 //! throttled replication traffic, a log dir move counts its bytes, and the Raft metrics move.
+//! A follower copies many partitions from each leader over one replication stream.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +23,7 @@ const BROKER_FAMILIES: &[(&str, &str)] = &[
     ("ferry_reassigning_partitions", "gauge"),
     ("ferry_under_replicated_partitions", "gauge"),
     ("ferry_offline_log_dirs", "gauge"),
+    ("ferry_replica_fetch_sessions", "gauge"),
     ("ferry_replication_bytes_in_total", "counter"),
     ("ferry_replication_bytes_out_total", "counter"),
     ("ferry_dir_move_bytes_total", "counter"),
@@ -171,4 +173,35 @@ async fn metrics_parse_and_a_throttled_reassignment_moves_them() {
         e.value("ferry_dir_move_bytes_total", &[]) >= DATA
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_copies_many_partitions_from_each_leader_over_one_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics: BTreeMap<i32, String> = (1..=4)
+        .map(|id| (id, format!("127.0.0.1:{}", tests::free_port())))
+        .collect();
+    let f = start_four_each(dir.path(), |id| {
+        vec!["--metrics-listen".to_string(), metrics[&id].clone()]
+    });
+    let c = f.client.clone();
+    // Broker 2 follows 30 partitions led by broker 1 and 20 led by broker 3.
+    create(&c, "from1", vec![vec![1, 2]; 30], &[]).await;
+    create(&c, "from3", vec![vec![3, 2]; 20], &[]).await;
+    for (t, n, isr) in [("from1", 30, [1, 2]), ("from3", 20, [3, 2])] {
+        for p in 0..n {
+            wait_until(Duration::from_secs(60), "a full ISR", || isr_is(&c, t, p, &isr)).await;
+        }
+    }
+    for p in 0..30 {
+        produce_n(&c, "from1", p, 1, 10, 100).await;
+    }
+    let two = wait_metrics(&metrics[&2], "broker 2's sessions", |e| {
+        e.value("ferry_replica_fetch_sessions", &[]) == 2.0
+    })
+    .await;
+    assert!(bytes(&two, "ferry_replication_bytes_in_total", false) >= 30.0 * 10.0 * 100.0);
+    // Leaders hold no session of their own: broker 1 follows nobody.
+    let one = scrape(&metrics[&1]).await.unwrap();
+    assert_eq!(one.value("ferry_replica_fetch_sessions", &[]), 0.0);
 }

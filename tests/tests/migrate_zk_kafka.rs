@@ -1,7 +1,8 @@
 //! The migration an operator needs: a real ZooKeeper-mode Kafka 3.9 cluster, with data written
 //! by Kafka's own tools and two throttled reassignments left running, moves to Ferry with its
 //! log dirs in place. `ferry migrate-zk` imports the metadata, Ferry brokers with the same ids
-//! open the dirs Kafka wrote, every record reads back identical through the Kafka protocol,
+//! open the dirs Kafka wrote (one started before the import, or with another broker's id, is
+//! refused and changes nothing), every record reads back identical through the Kafka protocol,
 //! Ferry completes one move and cancels the other, and ZooKeeper is never written.
 
 use std::collections::BTreeMap;
@@ -62,6 +63,29 @@ fn segments(root: &Path, prefix: &str, topic: &str) -> Vec<u8> {
         .collect();
     files.sort();
     files.iter().flat_map(|f| std::fs::read(f).unwrap()).collect()
+}
+
+/// Every file under the Kafka brokers' log dirs, with its size.
+fn kafka_folders(root: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir() && p.file_name().unwrap().to_string_lossy().starts_with("kafka"))
+        .collect();
+    while let Some(p) = stack.pop() {
+        for e in std::fs::read_dir(&p).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push((e.path(), m.len()));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 async fn partition(m: &metastore::Client, topic: &str) -> PartitionState {
@@ -248,6 +272,36 @@ async fn a_zookeeper_kafka_cluster_moves_to_ferry_with_its_data_in_place() {
         let (code, out, err) = blocking(|| run_ferry(&args));
         (code, out, err, started.elapsed())
     };
+    // A broker started on Kafka's dirs before the import, or with another broker's id, is
+    // refused before it could take their replicas for unassigned ones.
+    let folders_before = kafka_folders(root);
+    for (id, want) in [(1, "run `ferry migrate-zk` first"), (2, "belongs to Kafka broker 1")] {
+        let b = &kafka[0];
+        let dirs = format!("{},{}", b.log_dirs[0].display(), b.log_dirs[1].display());
+        let (code, _, err) = run(
+            Command::new("timeout")
+                .arg("60")
+                .arg(tests::ferry_bin())
+                .args([
+                    "node",
+                    "--id",
+                    &id.to_string(),
+                    "--roles",
+                    "broker",
+                    "--quorum",
+                    &quorum,
+                ])
+                .args(["--cluster-credential-file", &credential, "--log-dirs", &dirs])
+                .arg("--data-dir")
+                .arg(root.join(format!("early{id}")))
+                .args(["--listen", &format!("127.0.0.1:{}", tests::free_port())]),
+            "",
+        );
+        assert_eq!(code, Some(1), "broker {id}: {err}");
+        assert!(err.contains(want), "broker {id}: {err}");
+    }
+    assert_eq!(kafka_folders(root), folders_before, "nothing in Kafka's dirs changed");
+
     let (code, out, err, import_time) = migrate(&[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(

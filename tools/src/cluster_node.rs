@@ -131,6 +131,16 @@ impl RunningNode {
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let quorum = quorum_addrs(&o)?;
+    // The broker's own client of the quorum; it gets the cluster credential once known.
+    let broker_client = metastore::Client::new(&quorum).or_else(|_| metastore::Client::new(&[o.listen.to_string()]))?;
+    let broker_only = !o.roles.quorum && o.roles.broker;
+    if broker_only {
+        read_credential_file(&o, &broker_client)?;
+        // Before the dirs are opened: a refused broker changes nothing in Kafka's files.
+        broker::node::check_kafka_dirs(&broker_dirs(&o), broker_id(&o)?, &broker_client)
+            .await
+            .map_err(anyhow::Error::msg)?;
+    }
     let mut kafka = None;
     let broker = match (open_broker(&o, &quorum)?, &o.kafka_listen) {
         (Some(b), Some((listen, advertised))) => {
@@ -157,11 +167,6 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         None => None,
     };
 
-    // The broker's own client of the quorum; it gets the cluster credential once known.
-    let broker_client = metastore::Client::new(&quorum).or_else(|_| metastore::Client::new(&[o.listen.to_string()]))?;
-    if !o.roles.quorum && o.roles.broker {
-        read_credential_file(&o, &broker_client)?;
-    }
     let mut running = RunningNode {
         addr: o.listen,
         metrics: None,
@@ -177,6 +182,9 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         serve_broker(&o, b, &mut running).await?;
     }
     if let Some(b) = broker {
+        if !broker_only {
+            b.check_kafka_dirs(&broker_client).await.map_err(anyhow::Error::msg)?;
+        }
         running.broker = Some(b.start(running.addr.to_string(), broker_client)?);
     }
     if let Some(listener) = metrics_listener {
@@ -201,18 +209,25 @@ fn quorum_addrs(o: &NodeOptions) -> anyhow::Result<Vec<String>> {
     Ok(quorum)
 }
 
+/// The broker's log dirs.
+fn broker_dirs(o: &NodeOptions) -> Vec<std::path::PathBuf> {
+    if o.log_dirs.is_empty() {
+        vec![o.data_dir.join("logs")]
+    } else {
+        o.log_dirs.clone()
+    }
+}
+
+fn broker_id(o: &NodeOptions) -> anyhow::Result<i32> {
+    i32::try_from(o.id).context("--id: a broker id must fit in 31 bits")
+}
+
 /// Opens the broker's log dirs, if the node is a broker.
 fn open_broker(o: &NodeOptions, quorum: &[String]) -> anyhow::Result<Option<Broker>> {
     if !o.roles.broker {
         return Ok(None);
     }
-    let dirs = if o.log_dirs.is_empty() {
-        vec![o.data_dir.join("logs")]
-    } else {
-        o.log_dirs.clone()
-    };
-    let broker_id = i32::try_from(o.id).context("--id: a broker id must fit in 31 bits")?;
-    let mut cfg = BrokerConfig::new(broker_id, dirs, quorum.to_vec());
+    let mut cfg = BrokerConfig::new(broker_id(o)?, broker_dirs(o), quorum.to_vec());
     cfg.rack = o.rack.clone();
     cfg.session_timeout_ms = o.session_timeout_ms;
     cfg.data = o.data.clone();

@@ -1,0 +1,204 @@
+//! Replication sessions: a follower fetches every partition it copies from one leader over one
+//! stream, as Kafka's follower Fetch carries many partitions per request. Each partition's copy
+//! loop (`fetcher.rs`) still asks for its own records, one request at a time; the session puts
+//! the requests that are waiting together into one message, and the leader answers each as soon
+//! as it has data or its wait ends, sending the answers that are ready together. A broker pair
+//! so costs one stream, whatever the number of partitions.
+//!
+//! Requests carry a sequence number that their answer echoes, so an answer reaches the request
+//! it belongs to even when a partition's loop restarted meanwhile.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use parking_lot::Mutex;
+use proto::ferry::broker_client::BrokerClient;
+use proto::ferry::{
+    ReplicaFetchAnswer, ReplicaFetchBatch, ReplicaFetchBatchResponse, ReplicaFetchRequest, ReplicaFetchResponse,
+};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+use tonic::{Status, Streaming};
+
+/// Requests of one session a leader holds at once (a follower has one per partition it copies):
+/// what one peer can make this broker keep waiting.
+const SESSION_IN_FLIGHT: usize = 1 << 18;
+/// Requests or answers put into one message at most.
+const PER_MESSAGE: usize = 4096;
+/// Record bytes of the answers put into one message, past the first answer.
+const MESSAGE_BYTES: usize = 16 << 20;
+
+/// The leader's answers on a session.
+pub type AnswerStream = Pin<Box<dyn Stream<Item = Result<ReplicaFetchBatchResponse, Status>> + Send>>;
+
+/// Serves a follower's session: each request is answered by `answer` on a task of its own (it
+/// may wait for data), and the answers ready together go back in one message.
+pub fn serve<F, Fut>(mut incoming: Streaming<ReplicaFetchBatch>, answer: F) -> AnswerStream
+where
+    F: Fn(ReplicaFetchRequest) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ReplicaFetchResponse> + Send + 'static,
+{
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<ReplicaFetchAnswer>();
+    let (out_tx, out_rx) = mpsc::channel(2);
+    let permits = Arc::new(Semaphore::new(SESSION_IN_FLIGHT));
+    let answer = Arc::new(answer);
+    let reader = tokio::spawn(async move {
+        while let Some(Ok(batch)) = incoming.next().await {
+            for req in batch.requests {
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    return;
+                };
+                let (answer, ready) = (answer.clone(), ready_tx.clone());
+                tokio::spawn(async move {
+                    let session_seq = req.session_seq;
+                    let response = answer(req).await;
+                    let _ = ready.send(ReplicaFetchAnswer {
+                        session_seq,
+                        response: Some(response),
+                    });
+                    drop(permit);
+                });
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Some(first) = ready_rx.recv().await {
+            let mut bytes = answer_bytes(&first);
+            let mut answers = vec![first];
+            while answers.len() < PER_MESSAGE && bytes < MESSAGE_BYTES {
+                let Ok(a) = ready_rx.try_recv() else { break };
+                bytes += answer_bytes(&a);
+                answers.push(a);
+            }
+            if out_tx.send(Ok(ReplicaFetchBatchResponse { answers })).await.is_err() {
+                // The follower is gone: its requests need no reading.
+                reader.abort();
+                return;
+            }
+        }
+    });
+    Box::pin(ReceiverStream::new(out_rx))
+}
+
+fn answer_bytes(a: &ReplicaFetchAnswer) -> usize {
+    a.response.as_ref().map_or(0, |r| r.batches.len())
+}
+
+/// A request waiting for its answer.
+type Call = (
+    ReplicaFetchRequest,
+    oneshot::Sender<Result<ReplicaFetchResponse, Status>>,
+);
+
+/// This broker's sessions as a follower, one per leader endpoint.
+#[derive(Default)]
+pub struct FetchSessions {
+    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Call>>>,
+}
+
+impl FetchSessions {
+    /// Sends `req` on the session to the leader at `endpoint` (opening one over `channel` if
+    /// none runs) and waits for its answer.
+    pub async fn fetch(
+        &self,
+        endpoint: &str,
+        channel: Channel,
+        req: ReplicaFetchRequest,
+    ) -> Result<ReplicaFetchResponse, Status> {
+        let (tx, rx) = oneshot::channel();
+        self.session(endpoint, channel)
+            .send((req, tx))
+            .map_err(|_| Status::unavailable("the fetch session to the leader ended"))?;
+        rx.await
+            .map_err(|_| Status::unavailable("the fetch session to the leader ended"))?
+    }
+
+    /// Sessions open now (ended ones are replaced on next use).
+    pub fn open(&self) -> usize {
+        self.sessions.lock().values().filter(|s| !s.is_closed()).count()
+    }
+
+    fn session(&self, endpoint: &str, channel: Channel) -> mpsc::UnboundedSender<Call> {
+        let mut sessions = self.sessions.lock();
+        if let Some(s) = sessions.get(endpoint).filter(|s| !s.is_closed()) {
+            return s.clone();
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(client(channel), rx));
+        sessions.insert(endpoint.to_string(), tx.clone());
+        tx
+    }
+}
+
+fn client(channel: Channel) -> BrokerClient<Channel> {
+    BrokerClient::new(channel)
+        .max_decoding_message_size(1 << 30)
+        .max_encoding_message_size(1 << 30)
+}
+
+/// One session: sends the waiting requests together and hands each answer to its caller. Ends
+/// when the stream fails; the callers then see an error and retry on a new session.
+async fn run(mut client: BrokerClient<Channel>, mut calls: mpsc::UnboundedReceiver<Call>) {
+    let Some(first) = calls.recv().await else { return };
+    let mut waiting: HashMap<u64, oneshot::Sender<Result<ReplicaFetchResponse, Status>>> = HashMap::new();
+    let mut seq = 0u64;
+    let mut batch = |first: Call, calls: &mut mpsc::UnboundedReceiver<Call>, waiting: &mut HashMap<_, _>| {
+        let mut requests = Vec::new();
+        let mut next = Some(first);
+        while let Some((mut req, reply)) = next.take() {
+            seq += 1;
+            req.session_seq = seq;
+            waiting.insert(seq, reply);
+            requests.push(req);
+            if requests.len() < PER_MESSAGE {
+                next = calls.try_recv().ok();
+            }
+        }
+        ReplicaFetchBatch { requests }
+    };
+    let (out, out_rx) = mpsc::channel(4);
+    // The receiver is alive: it moves into the call below.
+    let _ = out.send(batch(first, &mut calls, &mut waiting)).await;
+    let mut answers = match client.replica_fetch_session(ReceiverStream::new(out_rx)).await {
+        Ok(r) => r.into_inner(),
+        Err(status) => {
+            for (_, reply) in waiting.drain() {
+                let _ = reply.send(Err(status.clone()));
+            }
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            call = calls.recv() => {
+                let Some(call) = call else { return };
+                let b = batch(call, &mut calls, &mut waiting);
+                if out.send(b).await.is_err() {
+                    return;
+                }
+            }
+            msg = answers.message() => match msg {
+                Ok(Some(resp)) => {
+                    for a in resp.answers {
+                        // A request that was replaced has no caller left; its answer goes.
+                        if let Some(reply) = waiting.remove(&a.session_seq) {
+                            let _ = reply.send(Ok(a.response.unwrap_or_default()));
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(status) => {
+                    for (_, reply) in waiting.drain() {
+                        let _ = reply.send(Err(status.clone()));
+                    }
+                    return;
+                }
+            },
+        }
+    }
+}
