@@ -63,7 +63,9 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 record() { # system metric value
   echo "{\"system\":\"$1\",\"metric\":\"$2\",\"value\":$3}" | tee -a "$results"
 }
-tool() { tools/kafka-tool.sh "$@"; }
+# A tool run that hangs (Kafka's admin client can, after an error in its own thread) fails after
+# TOOL_TIMEOUT seconds instead of holding the run.
+tool() { timeout "${TOOL_TIMEOUT:-900}" tools/kafka-tool.sh "$@"; }
 
 # Creates TOPIC with the replica list ASSIGNMENT (kafka-topics --replica-assignment), retrying
 # while the cluster settles.
@@ -222,11 +224,17 @@ moves() { # system bootstrap
   [ -z "$moved" ] || record "$sys" move_dirs_over_cp "$(awk -v m="$moved" -v c="$secs" 'BEGIN { printf "%.2f", c / m }')"
 }
 
+# Kafka's tool writes a throttled move's replicas into each topic's
+# *.replication.throttled.replicas config, one string, which its client cannot send past 32,767
+# bytes ("'value' field is too long to be serialized", after which the tool hangs): at about
+# 5,000 moving partitions of one topic. The cancel run's topics stay well under that.
+CANCEL_TOPIC_PARTITIONS=1000
+
 cancel() { # system bootstrap
   [ "$CANCEL" -gt 0 ] || return 0
   local sys=$1 bs=$2 left=$CANCEL count t=0 specs=() plan moving started
   while [ "$left" -gt 0 ]; do
-    count=$((left < TOPIC_PARTITIONS ? left : TOPIC_PARTITIONS))
+    count=$((left < CANCEL_TOPIC_PARTITIONS ? left : CANCEL_TOPIC_PARTITIONS))
     create "$bs" "cx-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
     specs+=("cx-$t:$count")
     left=$((left - count))
@@ -241,7 +249,9 @@ cancel() { # system bootstrap
     done | paste -sd, -
     printf ']}\n'
   } >"$plan"
-  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute --throttle 1 >/dev/null
+  if ! tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute --throttle 1 >"$work/cancel.out" 2>&1; then
+    echo "$sys: the throttled submit of $CANCEL moves failed: $(grep -m1 -i "error\|exception" "$work/cancel.out")" >&2
+  fi
   moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
   record "$sys" "cancel_${CANCEL}_moving" "$moving"
   started=$(now)
