@@ -13,7 +13,8 @@
 #   - moves of one partition of MOVE_MB MiB (100 KiB records): throttled between brokers at each
 #     rate of RATES MB/s (measured duration over size/rate), unthrottled between brokers, and
 #     between the two log dirs of one broker (AlterReplicaLogDirs through the same tool), each
-#     in MB/s and against `cp -r` plus `sync` of the same folder;
+#     in MB/s and against `cp -r` plus `sync` of the same folder; timed from the tool's return
+#     (the move accepted) until kafka-python sees it done;
 #   - memory: the summed RSS of the system's processes at the end (after the largest submit);
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
@@ -26,7 +27,7 @@
 #   RECORDS=20000 SIZES=1000 CANCEL=1000 MOVE_MB=64 RATES=10 tools/bench/vs-kafka.sh  # a quick look
 #
 # Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
-# tools/bench/kafka-cluster.sh's defaults (512 MiB heaps); Ferry's with tools/bench/ferry-cluster.sh
+# Kafka's own default heap, 1 GiB (KAFKA_NODE_HEAP), and kafka-cluster.sh's other defaults; Ferry's with tools/bench/ferry-cluster.sh
 # (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
 # Settings (environment): RECORDS, RECORD_BYTES, SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION,
@@ -185,8 +186,10 @@ moves() { # system bootstrap
     plan=$(plan_one mv "$to")
     local throttle=()
     [ "$rate" = unthrottled ] || throttle=(--throttle $((rate * 1000000)))
-    started=$(now)
+    # Timed from the tool's return (the move is accepted by then), so that its JVM's start,
+    # about a second, does not count as copying time.
     tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute "${throttle[@]}" >/dev/null
+    started=$(now)
     if ! wait_moves_done "$bs"; then
       echo "$sys: the $rate move of mv-0 did not complete" >&2
       record "$sys" "move_${rate}_s" null
@@ -206,8 +209,8 @@ moves() { # system bootstrap
   dir=$(replica_dirs "$bs" "$at" mv | awk '$2 == 0 {print $1}')
   other="${dir%/d?}/d$((1 - ${dir: -1}))"
   plan=$(plan_one mv "$at" "$other")
-  started=$(now)
   tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute >/dev/null
+  started=$(now)
   moved=""
   if python3 tools/bench/wait-moves.py "$bs" "${COMPLETE_TIMEOUT:-300}" "$at" mv "$other"; then
     moved=$(since "$started")
@@ -255,7 +258,9 @@ cancel() { # system bootstrap
   moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
   record "$sys" "cancel_${CANCEL}_moving" "$moving"
   started=$(now)
-  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --cancel >/dev/null 2>&1 || true
+  if ! tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --cancel >"$work/cancel.out" 2>&1; then
+    echo "$sys: the cancel of $CANCEL moves failed: $(grep -v '^\s*at ' "$work/cancel.out" | tail -n 5)" >&2
+  fi
   if wait_moves_done "$bs"; then
     record "$sys" "cancel_${CANCEL}_s" "$(since "$started")"
   else
@@ -287,13 +292,15 @@ failover() { # system base killed pid
 
 run_kafka() {
   local bootstrap
-  bootstrap=$(tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
+  # Kafka's own default heap (kafka-server-start.sh): with 512 MiB a broker ran out of memory
+  # taking in the cancel run's 10,000 moving partitions.
+  bootstrap=$(KAFKA_HEAP_OPTS=${KAFKA_NODE_HEAP:--Xmx1g -Xms1g} tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
   produce kafka "$bootstrap"
   moves kafka "$bootstrap"
-  cancel kafka "$bootstrap"
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
+  cancel kafka "$bootstrap"
   local active
   active=$(tools/bench/kafka-cluster.sh active-controller "$kafka_dir")
   failover kafka "${KAFKA_BASE_PORT:-19092}" "$active" \
@@ -308,9 +315,9 @@ run_ferry() {
   FERRY_TWO_LOG_DIRS=1 start_ferry_cluster "$base"
   produce ferry "$bootstrap"
   moves ferry "$bootstrap"
-  cancel ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
+  cancel ferry "$bootstrap"
   # Ferry's active controller runs beside the Raft leader.
   local leader
   leader=$("$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
