@@ -7,7 +7,8 @@ from kafka import KafkaProducer
 
 bootstrap, size = sys.argv[1].split(","), int(sys.argv[2])
 producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=1 << 16,
-                         max_request_size=1 << 22, request_timeout_ms=60000)
+                         max_request_size=1 << 22, request_timeout_ms=60000,
+                         max_block_ms=300000)
 value = b"x" * size
 for spec in sys.argv[3:]:
     topic, count = spec.rsplit(":", 1)

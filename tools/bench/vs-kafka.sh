@@ -15,7 +15,7 @@
 #     between the two log dirs of one broker (AlterReplicaLogDirs through the same tool), each
 #     in MB/s and against `cp -r` plus `sync` of the same folder; timed from the tool's return
 #     (the move accepted) until kafka-python sees it done;
-#   - memory: the summed RSS of the system's processes at the end (after the largest submit);
+#   - memory: the summed RSS of the system's processes after the largest submit;
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
 #     (tools/bench/admin-failover.py, the same kafka-python client for both).
@@ -243,7 +243,12 @@ cancel() { # system bootstrap
     left=$((left - count))
     t=$((t + 1))
   done
-  python3 tools/bench/fill-partitions.py "$bs" 102400 "${specs[@]}"
+  if ! python3 tools/bench/fill-partitions.py "$bs" 102400 "${specs[@]}"; then
+    echo "$sys: filling the cancel run's partitions failed" >&2
+    record "$sys" "cancel_${CANCEL}_moving" null
+    record "$sys" "cancel_${CANCEL}_s" null
+    return 0
+  fi
   plan=$work/cancel-$sys.json
   {
     printf '{"version":1,"partitions":['
@@ -297,10 +302,10 @@ run_kafka() {
   bootstrap=$(KAFKA_HEAP_OPTS=${KAFKA_NODE_HEAP:--Xmx1g -Xms1g} tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
   produce kafka "$bootstrap"
   moves kafka "$bootstrap"
+  cancel kafka "$bootstrap"
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
-  cancel kafka "$bootstrap"
   local active
   active=$(tools/bench/kafka-cluster.sh active-controller "$kafka_dir")
   failover kafka "${KAFKA_BASE_PORT:-19092}" "$active" \
@@ -315,9 +320,9 @@ run_ferry() {
   FERRY_TWO_LOG_DIRS=1 start_ferry_cluster "$base"
   produce ferry "$bootstrap"
   moves ferry "$bootstrap"
+  cancel ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
-  cancel ferry "$bootstrap"
   # Ferry's active controller runs beside the Raft leader.
   local leader
   leader=$("$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
