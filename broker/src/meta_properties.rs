@@ -55,16 +55,25 @@ pub fn read(dirs: &[PathBuf]) -> Vec<(PathBuf, MetaProperties)> {
         .collect()
 }
 
+/// Checks that no dir Kafka wrote belongs to another broker than `id` (no metastore needed).
+pub fn check_broker_id(found: &[(PathBuf, MetaProperties)], id: i32) -> Result<(), String> {
+    for (dir, m) in found {
+        if let Some(b) = m.broker_id.filter(|b| *b != id) {
+            return Err(format!(
+                "log dir {} belongs to Kafka broker {b} ({FILE}), not to broker {id}: start the broker with --id {b}, or give it another dir",
+                Path::new(dir).display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks that broker `id` may take over the dirs Kafka wrote, given the cluster id the
 /// metastore holds (`None`: no import). The error names the dir and what to do.
 pub fn check(found: &[(PathBuf, MetaProperties)], id: i32, imported: Option<&str>) -> Result<(), String> {
+    check_broker_id(found, id)?;
     for (dir, m) in found {
         let dir = Path::new(dir).display();
-        if let Some(b) = m.broker_id.filter(|b| *b != id) {
-            return Err(format!(
-                "log dir {dir} belongs to Kafka broker {b} ({FILE}), not to broker {id}: start the broker with --id {b}, or give it another dir"
-            ));
-        }
         let Some(c) = &m.cluster_id else { continue };
         match imported {
             Some(i) if i == c => {}

@@ -58,8 +58,6 @@ pub struct Broker {
     cfg: BrokerConfig,
     core: Arc<BrokerCore>,
     kafka: Option<KafkaListener>,
-    /// The `meta.properties` of the log dirs a Kafka broker wrote.
-    kafka_dirs: Vec<(std::path::PathBuf, crate::meta_properties::MetaProperties)>,
 }
 
 /// A bound Kafka listener and the address clients are told to reach it at.
@@ -90,32 +88,14 @@ impl Broker {
             })
             .collect::<Result<_, _>>()?;
         // Another broker's dirs are refused before anything in them is opened.
-        let kafka_dirs = crate::meta_properties::read(&cfg.log_dirs);
-        if let Some(id) = kafka_dirs
-            .iter()
-            .find_map(|(_, m)| m.broker_id.filter(|b| *b != cfg.id))
-        {
-            let why = crate::meta_properties::check(&kafka_dirs, cfg.id, None).unwrap_err();
-            debug_assert!(why.contains(&id.to_string()));
-            return Err(OpenError::Dir(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                why,
-            )));
-        }
+        crate::meta_properties::check_broker_id(&crate::meta_properties::read(&cfg.log_dirs), cfg.id)
+            .map_err(|why| OpenError::Dir(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)))?;
         let core = Arc::new(BrokerCore::open(cfg.id, cfg.log_dirs.clone(), cfg.data.clone())?);
-        Ok(Self {
-            cfg,
-            core,
-            kafka: None,
-            kafka_dirs,
-        })
+        Ok(Self { cfg, core, kafka: None })
     }
 
     /// [`check_kafka_dirs`] for this broker's dirs, before [`Broker::start`].
     pub async fn check_kafka_dirs(&self, client: &Client) -> Result<(), String> {
-        if self.kafka_dirs.iter().all(|(_, m)| m.cluster_id.is_none()) {
-            return Ok(());
-        }
         check_kafka_dirs(&self.cfg.log_dirs, self.cfg.id, client).await
     }
 

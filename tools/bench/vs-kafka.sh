@@ -102,24 +102,36 @@ produce() { # system bootstrap
 # 10,001), so the partitions are spread over topics of at most this many.
 TOPIC_PARTITIONS=5000
 
-submit() { # system bootstrap size
-  local n=$3 plan started accepted out t=0 left count topics=()
-  left=$n
+# Creates TOTAL partitions on broker 1 in topics PREFIX-0, PREFIX-1, ... of at most PER_TOPIC
+# each, and sets the caller's `specs` to their "topic:count".
+create_on_broker_1() { # bootstrap prefix total per_topic
+  local left=$3 count t=0
+  specs=()
   while [ "$left" -gt 0 ]; do
-    count=$((left < TOPIC_PARTITIONS ? left : TOPIC_PARTITIONS))
-    create "$2" "rs$n-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
-    topics+=("rs$n-$t:$count")
+    count=$((left < $4 ? left : $4))
+    create "$1" "$2-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
+    specs+=("$2-$t:$count")
     left=$((left - count))
     t=$((t + 1))
   done
-  plan=$work/plan-$1-$n.json
+}
+
+# Writes to FILE the plan that moves every partition of the caller's `specs` to broker 2.
+plan_to_broker_2() { # file
   {
     printf '{"version":1,"partitions":['
-    for tc in "${topics[@]}"; do
+    for tc in "${specs[@]}"; do
       seq 0 $((${tc#*:} - 1)) | sed "s/.*/{\"topic\":\"${tc%:*}\",\"partition\":&,\"replicas\":[2]}/"
     done | paste -sd, -
     printf ']}\n'
-  } >"$plan"
+  } >"$1"
+}
+
+submit() { # system bootstrap size
+  local n=$3 plan started accepted out specs=()
+  create_on_broker_1 "$2" "rs$n" "$n" "$TOPIC_PARTITIONS"
+  plan=$work/plan-$1-$n.json
+  plan_to_broker_2 "$plan"
   # A topic just created may not be in every broker's metadata yet: that answer is retried,
   # and only the last try is timed.
   for _ in $(seq 1 30); do
@@ -235,14 +247,8 @@ CANCEL_TOPIC_PARTITIONS=1000
 
 cancel() { # system bootstrap
   [ "$CANCEL" -gt 0 ] || return 0
-  local sys=$1 bs=$2 left=$CANCEL count t=0 specs=() plan moving started
-  while [ "$left" -gt 0 ]; do
-    count=$((left < CANCEL_TOPIC_PARTITIONS ? left : CANCEL_TOPIC_PARTITIONS))
-    create "$bs" "cx-$t" "$(seq "$count" | sed 's/.*/1/' | paste -sd, -)"
-    specs+=("cx-$t:$count")
-    left=$((left - count))
-    t=$((t + 1))
-  done
+  local sys=$1 bs=$2 specs=() plan moving started
+  create_on_broker_1 "$bs" cx "$CANCEL" "$CANCEL_TOPIC_PARTITIONS"
   if ! python3 tools/bench/fill-partitions.py "$bs" 102400 "${specs[@]}"; then
     echo "$sys: filling the cancel run's partitions failed" >&2
     record "$sys" "cancel_${CANCEL}_moving" null
@@ -250,13 +256,7 @@ cancel() { # system bootstrap
     return 0
   fi
   plan=$work/cancel-$sys.json
-  {
-    printf '{"version":1,"partitions":['
-    for tc in "${specs[@]}"; do
-      seq 0 $((${tc#*:} - 1)) | sed "s/.*/{\"topic\":\"${tc%:*}\",\"partition\":&,\"replicas\":[2]}/"
-    done | paste -sd, -
-    printf ']}\n'
-  } >"$plan"
+  plan_to_broker_2 "$plan"
   if ! tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute --throttle 1 >"$work/cancel.out" 2>&1; then
     echo "$sys: the throttled submit of $CANCEL moves failed: $(grep -m1 -i "error\|exception" "$work/cancel.out")" >&2
   fi

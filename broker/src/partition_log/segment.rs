@@ -329,12 +329,6 @@ impl Segment {
     /// the file at the first torn, corrupt or out-of-sequence batch. Returns the number of bytes dropped.
     pub fn recover_active(&mut self, interval: u32, on_batch: &mut dyn FnMut(&BatchHeader)) -> Result<u64, LogError> {
         let (entries, _) = self.load_index()?;
-        let base = self.base;
-        let mut scanned = TimeIndex::default();
-        let on_batch = &mut |h: &BatchHeader| {
-            scanned.observe(h, base);
-            on_batch(h);
-        };
         // Start from the last index entry whose batch checks out; a bad entry falls back to the one before.
         let mut keep = entries.len();
         let scan = loop {
@@ -367,12 +361,11 @@ impl Segment {
         self.next_offset = scan.next_offset;
         self.index = scan.index;
         self.write_index_file()?;
-        // Entries are written with the offset index's, so a whole file covers every batch
-        // before the scan's start; the scan covered the rest. A damaged one is rebuilt.
+        // A whole file covers every batch up to its last entry; `observe_tail` reads the rest.
+        // A damaged one is rebuilt.
         let (mut time, clean) = self.load_time_index()?;
         if clean {
             time.truncate(self.next_offset - self.base);
-            time.merge_max(&scanned);
             self.time = time;
             self.observe_tail()?;
             self.write_time_file()?;
