@@ -1,6 +1,9 @@
 //! The reassignment half of the `Admin` service: submit, supersede and cancel in one guarded
 //! transaction per request, list, and cancel-all with its marker. Every partition of a request is
-//! validated before anything is written; one bad partition refuses the whole request.
+//! validated before anything is written; one bad partition refuses the whole request. The one
+//! exception is a cancel of a move that is no longer running: as in Kafka, that partition is
+//! answered NO_REASSIGNMENT_IN_PROGRESS and the rest of the request goes ahead, because a move
+//! finishing between an operator's list and cancel is a race, not bad input.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -206,7 +209,11 @@ fn plan_partition(
 /// The answer to a request with refused partitions: nothing is written.
 fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsResponse {
     let refused: Vec<&PartitionResult> = results.iter().filter(|r| r.error_code != 0).collect();
-    let first = refused.first().map(|r| r.error_message.clone());
+    // Name a partition that refused the request, not one that only had nothing to cancel.
+    let first = refused
+        .iter()
+        .find(|r| r.error_code != ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0)
+        .map(|r| r.error_message.clone());
     AlterPartitionReassignmentsResponse {
         error_code: ErrorCode::INVALID_REQUEST.0,
         error_message: format!(
@@ -264,6 +271,10 @@ fn plan_alter(
                 changes.push(c);
                 submitted.extend(moved);
                 results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
+            }
+            // Nothing to cancel: this partition alone is answered (see the module doc).
+            Err(Refusal { code, message }) if code == ErrorCode::NO_REASSIGNMENT_IN_PROGRESS => {
+                results.push(refusal(topic, p, code, message));
             }
             Err(Refusal { code, message }) => {
                 failed = true;
@@ -595,3 +606,7 @@ pub fn completion_ops(
     let c = change(topic, p, partition_rev, state, None, true);
     (c.guards, c.ops)
 }
+
+#[cfg(test)]
+#[path = "reassign_admin_tests.rs"]
+mod tests;

@@ -414,12 +414,22 @@ async fn cancel(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(Stri
     if r.error_code != 0 {
         return Err(print_errors(&r));
     }
-    let names: Vec<String> = active.iter().map(|e| format!("{}-{}", e.topic, e.partition)).collect();
+    // A move that finished between the list and the cancel is answered on its own.
+    let (done, finished): (Vec<_>, Vec<_>) = r.results.iter().partition(|x| x.error_code == 0);
+    let names = |v: &[&PartitionResult]| {
+        v.iter()
+            .map(|x| format!("{}-{}", x.topic, x.partition))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     println!(
         "Successfully cancelled partition reassignment{} for: {}",
-        plural(names.len()),
-        names.join(",")
+        plural(done.len()),
+        names(&done)
     );
+    if !finished.is_empty() {
+        println!("No longer running, so not cancelled: {}", names(&finished));
+    }
     Ok(())
 }
 

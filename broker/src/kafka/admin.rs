@@ -172,7 +172,8 @@ pub async fn delete_topics(ch: &ControllerChannels, req: DeleteTopicsRequest) ->
 
 /// AlterPartitionReassignments: a replica list moves a partition, null cancels its move.
 /// Ferry takes the request whole or not at all, so one refused partition refuses every one,
-/// each answered with its own reason where it has one.
+/// each answered with its own reason where it has one; a cancel of a move that is not running is
+/// only answered NO_REASSIGNMENT_IN_PROGRESS, as in Kafka.
 pub async fn alter_partition_reassignments(
     ch: &ControllerChannels,
     req: AlterPartitionReassignmentsRequest,
@@ -217,6 +218,11 @@ pub async fn alter_partition_reassignments(
         ),
         Err((code, message)) => (*code, message.clone(), &[][..]),
     };
+    // By partition, so that a 100,000-partition answer is not a quadratic search.
+    let results: HashMap<(&str, i64), &pb::PartitionResult> = results
+        .iter()
+        .map(|r| ((r.topic.as_str(), i64::from(r.partition)), r))
+        .collect();
     resp.responses = req
         .topics
         .iter()
@@ -229,9 +235,7 @@ pub async fn alter_partition_reassignments(
                 .map(|p| {
                     let mut o = ReassignablePartitionResponse::default();
                     o.partition_index = p.partition_index;
-                    let own = results.iter().find(|r| {
-                        r.topic == t.name.0.as_str() && i64::from(r.partition) == i64::from(p.partition_index)
-                    });
+                    let own = results.get(&(t.name.0.as_str(), i64::from(p.partition_index)));
                     let (code, message) = match (own, bad.get(&(t.name.0.to_string(), p.partition_index))) {
                         (_, Some(m)) => (wire(ErrorCode::INVALID_REQUEST), m.clone()),
                         (Some(r), _) if r.error_code != 0 => (wire(ErrorCode(r.error_code)), r.error_message.clone()),

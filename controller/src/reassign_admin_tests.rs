@@ -1,0 +1,89 @@
+//! Planning a reassignment request without a metastore: which partitions refuse the whole
+//! request, and which are only answered.
+
+use super::*;
+use proto::cluster_view::{PartitionEntry, TopicEntry};
+
+/// Brokers 1–3; topic `t` with partition 0 moving from [1, 2] to [2, 3] and partition 1 settled.
+fn moving_view() -> (ClusterView, Reassignments) {
+    let mut v = ClusterView::default();
+    for b in 1..=3 {
+        v.brokers.insert(b, BrokerRegistration::default());
+    }
+    let moving = PartitionState {
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2],
+        leader: 1,
+        adding: vec![3],
+        removing: vec![1],
+        ..Default::default()
+    };
+    let settled = PartitionState {
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        ..Default::default()
+    };
+    let entry = |state, mod_revision| PartitionEntry { state, mod_revision };
+    v.topics.insert(
+        "t".into(),
+        TopicEntry {
+            record: Some(TopicRecord::default()),
+            mod_revision: 5,
+            partitions: [(0, entry(moving, 6)), (1, entry(settled, 7))].into(),
+        },
+    );
+    let record = ReassignmentRecord {
+        original: vec![1, 2],
+        target: vec![2, 3],
+        ..Default::default()
+    };
+    let moving = [(("t".to_string(), 0), (record, 6))].into();
+    (v, moving)
+}
+
+fn target(p: u32, replicas: Option<Vec<i32>>) -> ReassignmentTarget {
+    ReassignmentTarget {
+        topic: "t".into(),
+        partition: p,
+        replicas: replicas.map(|brokers| Replicas { brokers }),
+        log_dirs: vec![],
+    }
+}
+
+fn request(partitions: Vec<ReassignmentTarget>) -> AlterPartitionReassignmentsRequest {
+    AlterPartitionReassignmentsRequest {
+        partitions,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_cancel_of_a_finished_move_is_answered_alone_and_the_rest_is_cancelled() {
+    let (v, moving) = moving_view();
+    let req = request(vec![target(0, None), target(1, None)]);
+    let Decided::Write(changes, results, submitted) = plan_alter(&req, &v, &moving, 0, 1) else {
+        panic!("a cancel with one finished move was refused whole");
+    };
+    assert_eq!(changes.len(), 1, "only t-0 is written");
+    assert!(submitted.is_empty());
+    assert_eq!(results[0].error_code, 0);
+    assert_eq!(ErrorCode(results[1].error_code), ErrorCode::NO_REASSIGNMENT_IN_PROGRESS);
+    assert!(results[1].error_message.contains("t-1"), "{}", results[1].error_message);
+}
+
+#[test]
+fn bad_input_still_refuses_the_whole_request_and_is_named_first() {
+    let (v, moving) = moving_view();
+    let req = request(vec![target(1, None), target(0, None), target(9, Some(vec![1]))]);
+    let Decided::Refused(r) = plan_alter(&req, &v, &moving, 0, 1) else {
+        panic!("a request naming a missing partition was written");
+    };
+    assert_eq!(ErrorCode(r.error_code), ErrorCode::INVALID_REQUEST);
+    assert!(r.error_message.contains("t-9 does not exist"), "{}", r.error_message);
+    assert!(
+        r.error_message.contains("2 partition(s) refused"),
+        "{}",
+        r.error_message
+    );
+}
