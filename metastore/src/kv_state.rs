@@ -73,7 +73,10 @@ pub struct KvState {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct StagedTxn {
     /// The chunks received so far, by their place in the transaction: (guards, operations).
-    pub chunks: im::OrdMap<u32, (Vec<Guard>, Vec<Op>)>,
+    /// Behind an `Arc`: every apply works on a clone of the state, and an `im` map copies the
+    /// values of a shared node it changes, so plain vectors were copied again with each chunk
+    /// (gigabytes over a 1,000,000-partition request).
+    pub chunks: im::OrdMap<u32, std::sync::Arc<(Vec<Guard>, Vec<Op>)>>,
     /// When its first chunk was proposed (leader wall clock, ms since the epoch).
     pub started_ms: u64,
 }
@@ -104,15 +107,11 @@ impl KvState {
         }
         let timer = std::time::Instant::now();
         // Applied from the chunks where they lie: joining them would copy every key.
-        let guards = staged
-            .chunks
-            .values()
-            .flat_map(|(g, _)| g.iter())
-            .chain(txn.guards.iter());
+        let guards = staged.chunks.values().flat_map(|c| c.0.iter()).chain(txn.guards.iter());
         let ops: Vec<&Op> = staged
             .chunks
             .values()
-            .flat_map(|(_, o)| o.iter())
+            .flat_map(|c| c.1.iter())
             .chain(txn.ops.iter())
             .collect();
         let r = self.apply_txn(revision, guards, ops.iter().copied(), events);
@@ -173,9 +172,9 @@ impl KvState {
                     chunks: im::OrdMap::new(),
                     started_ms,
                 });
-                staged.chunks.insert(seq, (guards, ops));
+                staged.chunks.insert(seq, std::sync::Arc::new((guards, ops)));
                 CommandResult::Staged {
-                    ops: staged.chunks.values().map(|(_, o)| o.len() as u64).sum(),
+                    ops: staged.chunks.values().map(|c| c.1.len() as u64).sum(),
                 }
             }
             CommandKind::TxnCommit { txn_id, txn } => self.commit_staged(revision, &txn_id, None, txn, events),
