@@ -69,6 +69,9 @@ pub struct KvState {
     pub entry_term: u64,
 }
 
+/// One staged chunk: its guards and operations.
+pub type StagedChunk = (Vec<Guard>, Vec<Op>);
+
 /// Operations of a large transaction received so far.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct StagedTxn {
@@ -76,7 +79,7 @@ pub struct StagedTxn {
     /// Behind an `Arc`: every apply works on a clone of the state, and an `im` map copies the
     /// values of a shared node it changes, so plain vectors were copied again with each chunk
     /// (gigabytes over a 1,000,000-partition request).
-    pub chunks: im::OrdMap<u32, std::sync::Arc<(Vec<Guard>, Vec<Op>)>>,
+    pub chunks: im::OrdMap<u32, std::sync::Arc<StagedChunk>>,
     /// When its first chunk was proposed (leader wall clock, ms since the epoch).
     pub started_ms: u64,
 }
