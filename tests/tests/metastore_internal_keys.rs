@@ -198,13 +198,28 @@ async fn the_raft_port_refuses_callers_without_the_cluster_credential() {
         "a refused proposal was written"
     );
 
-    // The cluster's own nodes give it: the same proposal with the credential is served.
-    let mut given = tonic::Request::new(forged_proposal());
-    given
-        .metadata_mut()
-        .insert("x-ferry-credential", token.parse().unwrap());
-    raft.propose(given).await.expect("a peer's proposal");
-    assert!(trusted.get("/brokers/ids/1").await.unwrap().is_some());
+    // The cluster's own nodes give it: the same proposal with the credential is served. A
+    // young cluster may still change leader, and a node that just lost the lead answers
+    // NotLeader inside the payload, so it goes to whichever node leads until it is written.
+    tests::wait_until(
+        std::time::Duration::from_secs(10),
+        "the credentialed proposal written",
+        || async {
+            let at = &c.addrs[c.wait_leader().await];
+            let mut raft = RaftClient::connect(format!("http://{at}")).await.unwrap();
+            let mut given = tonic::Request::new(forged_proposal());
+            given
+                .metadata_mut()
+                .insert("x-ferry-credential", token.parse().unwrap());
+            let served = raft.propose(given).await;
+            assert!(
+                !served.as_ref().is_err_and(|e| e.code() == tonic::Code::Unauthenticated),
+                "a peer's credential was refused: {served:?}"
+            );
+            trusted.get("/brokers/ids/1").await.is_ok_and(|v| v.is_some())
+        },
+    )
+    .await;
     c.shutdown().await;
 }
 
