@@ -1,9 +1,10 @@
 //! The reassignment half of the `Admin` service: submit, supersede and cancel in one guarded
 //! transaction per request, list, and cancel-all with its marker. Every partition of a request is
-//! validated before anything is written; one bad partition refuses the whole request. The one
-//! exception is a cancel of a move that is no longer running: as in Kafka, that partition is
-//! answered NO_REASSIGNMENT_IN_PROGRESS and the rest of the request goes ahead, because a move
-//! finishing between an operator's list and cancel is a race, not bad input.
+//! validated before anything is written; one bad partition refuses the whole request. The
+//! exception is a cancel refused for its partition's current state ([`answered_alone`]): as in
+//! Kafka, that partition gets its own code and the rest of the request goes ahead, because a
+//! move finishing, or its ISR changing, between an operator's list and cancel is a race, not bad
+//! input.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -206,13 +207,20 @@ fn plan_partition(
     Ok((c, submitted))
 }
 
+/// Whether a refusal of one partition leaves the rest of the request to go ahead: a cancel with
+/// nothing to cancel, or one that would leave no original replica in sync. Both come from the
+/// partition's state at the time, not from the request.
+fn answered_alone(code: ErrorCode) -> bool {
+    code == ErrorCode::NO_REASSIGNMENT_IN_PROGRESS || code == ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE
+}
+
 /// The answer to a request with refused partitions: nothing is written.
 fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsResponse {
     let refused: Vec<&PartitionResult> = results.iter().filter(|r| r.error_code != 0).collect();
-    // Name a partition that refused the request, not one that only had nothing to cancel.
+    // Name a partition that refused the request, not one only answered alone.
     let first = refused
         .iter()
-        .find(|r| r.error_code != ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0)
+        .find(|r| !answered_alone(ErrorCode(r.error_code)))
         .map(|r| r.error_message.clone());
     AlterPartitionReassignmentsResponse {
         error_code: ErrorCode::INVALID_REQUEST.0,
@@ -272,8 +280,7 @@ fn plan_alter(
                 submitted.extend(moved);
                 results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
             }
-            // Nothing to cancel: this partition alone is answered (see the module doc).
-            Err(Refusal { code, message }) if code == ErrorCode::NO_REASSIGNMENT_IN_PROGRESS => {
+            Err(Refusal { code, message }) if answered_alone(code) => {
                 results.push(refusal(topic, p, code, message));
             }
             Err(Refusal { code, message }) => {

@@ -87,3 +87,27 @@ fn bad_input_still_refuses_the_whole_request_and_is_named_first() {
         r.error_message
     );
 }
+
+#[test]
+fn a_cancel_that_would_leave_no_original_replica_in_sync_does_not_stop_the_others() {
+    let (mut v, mut moving) = moving_view();
+    // t-2 moves like t-0, but only its new replica 3 is in sync now.
+    let topic = v.topics.get_mut("t").unwrap();
+    let mut stuck = topic.partitions[&0].clone();
+    stuck.state.isr = vec![3];
+    stuck.state.leader = 3;
+    topic.partitions.insert(2, stuck);
+    let record = moving[&("t".to_string(), 0)].clone();
+    moving.insert(("t".to_string(), 2), record);
+    let req = request(vec![target(2, None), target(0, None)]);
+    let Decided::Write(changes, results, _) = plan_alter(&req, &v, &moving, 0, 1) else {
+        panic!("one partition that cannot roll back refused the whole cancel");
+    };
+    assert_eq!(changes.len(), 1, "only t-0 is rolled back");
+    assert_eq!(
+        ErrorCode(results[0].error_code),
+        ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE
+    );
+    assert!(results[0].error_message.contains("t-2"), "{}", results[0].error_message);
+    assert_eq!(results[1].error_code, 0);
+}

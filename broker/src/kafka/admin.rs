@@ -172,8 +172,8 @@ pub async fn delete_topics(ch: &ControllerChannels, req: DeleteTopicsRequest) ->
 
 /// AlterPartitionReassignments: a replica list moves a partition, null cancels its move.
 /// Ferry takes the request whole or not at all, so one refused partition refuses every one,
-/// each answered with its own reason where it has one; a cancel of a move that is not running is
-/// only answered NO_REASSIGNMENT_IN_PROGRESS, as in Kafka.
+/// each answered with its own reason where it has one; a cancel refused for its partition's state
+/// (no move running, no original replica in sync) is answered alone, as in Kafka.
 pub async fn alter_partition_reassignments(
     ch: &ControllerChannels,
     req: AlterPartitionReassignmentsRequest,
