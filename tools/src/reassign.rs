@@ -414,21 +414,16 @@ async fn cancel(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(Stri
     if r.error_code != 0 {
         return Err(print_errors(&r));
     }
-    // A move that finished between the list and the cancel is answered on its own.
-    let (done, finished): (Vec<_>, Vec<_>) = r.results.iter().partition(|x| x.error_code == 0);
-    let names = |v: &[&PartitionResult]| {
-        v.iter()
-            .map(|x| format!("{}-{}", x.topic, x.partition))
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    // A move that finished, or cannot roll back, since the list is answered on its own.
+    let (done, refused): (Vec<_>, Vec<_>) = r.results.iter().partition(|x| x.error_code == 0);
+    let names: Vec<String> = done.iter().map(|x| format!("{}-{}", x.topic, x.partition)).collect();
     println!(
         "Successfully cancelled partition reassignment{} for: {}",
-        plural(done.len()),
-        names(&done)
+        plural(names.len()),
+        names.join(",")
     );
-    if !finished.is_empty() {
-        println!("No longer running, so not cancelled: {}", names(&finished));
+    for x in refused {
+        println!("Not cancelled: {}-{}: {}", x.topic, x.partition, x.error_message);
     }
     Ok(())
 }
