@@ -280,11 +280,8 @@ fn plan_alter(
                 submitted.extend(moved);
                 results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
             }
-            Err(Refusal { code, message }) if answered_alone(code) => {
-                results.push(refusal(topic, p, code, message));
-            }
             Err(Refusal { code, message }) => {
-                failed = true;
+                failed |= !answered_alone(code);
                 results.push(refusal(topic, p, code, message));
             }
         }

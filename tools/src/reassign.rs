@@ -414,7 +414,7 @@ async fn cancel(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(Stri
     if r.error_code != 0 {
         return Err(print_errors(&r));
     }
-    // A move that finished, or cannot roll back, since the list is answered on its own.
+    // A move that finished after the list, or cannot roll back now, is answered on its own.
     let (done, refused): (Vec<_>, Vec<_>) = r.results.iter().partition(|x| x.error_code == 0);
     let names: Vec<String> = done.iter().map(|x| format!("{}-{}", x.topic, x.partition)).collect();
     println!(
