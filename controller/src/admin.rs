@@ -21,7 +21,7 @@ use crate::partition_change::{Election, IsrChange};
 use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
 use crate::store::{at_revision, load_partition_view, load_view, put_op};
 use crate::write_runner::{Plan, Runner};
-use crate::{configs, reassign_admin, reassign_progress, topics_admin};
+use crate::{configs, reassign_admin, reassign_cancel, reassign_progress, topics_admin};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -294,9 +294,13 @@ impl Admin for AdminService {
         if let Some(mut leader) = self.leader_admin(&req) {
             return leader.alter_partition_reassignments(forwarded(req.into_inner())).await;
         }
-        let r = reassign_admin::alter(&self.client, req.into_inner(), self.clock.wall_ms())
-            .await
-            .map_err(status)?;
+        let (req, now) = (req.into_inner(), self.clock.wall_ms());
+        let r = if reassign_cancel::is_cancel(&req) {
+            reassign_cancel::cancel(&self.client, req, now).await
+        } else {
+            reassign_admin::alter(&self.client, req, now).await
+        }
+        .map_err(status)?;
         Ok(Response::new(r))
     }
 
@@ -333,7 +337,7 @@ impl Admin for AdminService {
         if let Some(mut leader) = self.leader_admin(&req) {
             return leader.cancel_all_reassignments(forwarded(req.into_inner())).await;
         }
-        let r = reassign_admin::cancel_all(&self.client).await.map_err(status)?;
+        let r = reassign_cancel::cancel_all(&self.client).await.map_err(status)?;
         Ok(Response::new(r))
     }
 
@@ -341,7 +345,7 @@ impl Admin for AdminService {
         &self,
         _req: Request<RemoveCancelRequest>,
     ) -> Result<Response<RemoveCancelResponse>, Status> {
-        let r = reassign_admin::remove_cancel(&self.client).await.map_err(status)?;
+        let r = reassign_cancel::remove_cancel(&self.client).await.map_err(status)?;
         Ok(Response::new(r))
     }
 

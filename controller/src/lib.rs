@@ -11,6 +11,7 @@ pub mod partition_change;
 pub mod partition_change_builder;
 pub mod placement;
 pub mod reassign_admin;
+pub mod reassign_cancel;
 pub mod reassign_progress;
 pub mod reassignment;
 pub mod store;

@@ -1,10 +1,10 @@
-//! The reassignment half of the `Admin` service: submit, supersede and cancel in one guarded
-//! transaction per request, list, and cancel-all with its marker. Every partition of a request is
-//! validated before anything is written; one bad partition refuses the whole request. The
-//! exception is a cancel refused for its partition's current state ([`answered_alone`]): as in
-//! Kafka, that partition gets its own code and the rest of the request goes ahead, because a
-//! move finishing, or its ISR changing, between an operator's list and cancel is a race, not bad
-//! input.
+//! The reassignment half of the `Admin` service: submit and supersede in one guarded transaction
+//! per request, list, and dir reports. Every partition of a request is validated before anything
+//! is written; one bad partition refuses the whole request. The exception is a cancel refused for
+//! its partition's current state ([`answered_alone`]): as in Kafka, that partition gets its own
+//! code and the rest of the request goes ahead, because a move finishing, or its ISR changing,
+//! between an operator's list and cancel is a race, not bad input. Cancels are written by
+//! [`crate::reassign_cancel`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,30 +57,35 @@ pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64),
     .await)
 }
 
-fn delete_op(key: String) -> pb::Op {
+/// A delete of `key`.
+pub(crate) fn delete_op(key: String) -> pb::Op {
     pb::Op {
         op: Some(pb::op::Op::Delete(pb::DeleteOp { key })),
     }
 }
 
-fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
+pub(crate) fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
     view.topics
         .get(topic)
         .and_then(|t| t.record.as_ref())
         .is_some_and(|r| topic_config::unclean_election_allowed(&r.config))
 }
 
-/// The writes of one partition's change: its guards and ops.
-struct Change {
-    guards: Vec<pb::Guard>,
-    ops: Vec<pb::Op>,
+/// The writes of one partition's change: the partition, its guards and ops.
+pub(crate) struct Change {
+    /// The partition changed (topic, partition).
+    pub partition: (String, u32),
+    /// What must still hold: the partition's revision as planned on.
+    pub guards: Vec<pb::Guard>,
+    /// The partition's next state, and its reassignment record's put or delete.
+    pub ops: Vec<pb::Op>,
 }
 
 /// Writes a partition's next state and its reassignment record, or removes the record when
-/// `had_record`. Guarded by the partition's revision alone: every write of a reassignment record
-/// writes its partition in the same transaction, so that revision stands for both (and a
-/// 100,000-partition request carries half the guards).
-fn change(
+/// `had_record`. Guarded by the partition's revision: every write of a reassignment record
+/// writes its partition in the same transaction, so that revision stands for both, provided the
+/// record was read no earlier than the partition (see [`guard_record`]).
+pub(crate) fn change(
     topic: &str,
     p: u32,
     partition_rev: u64,
@@ -96,9 +101,20 @@ fn change(
         None => {}
     }
     Change {
+        partition: (topic.to_string(), p),
         guards: vec![at_revision(pkey, partition_rev)],
         ops,
     }
+}
+
+/// Adds a guard on the reassignment record a change was planned on. The partition and the
+/// records are read side by side, so a record may come from before a completion that the
+/// partition's read did not see yet; without this guard a cancel would roll a finished move back
+/// from its stale record, and a submit would keep a finished move's original replicas.
+fn guard_record(mut c: Change, record_rev: u64) -> Change {
+    let (topic, p) = (&c.partition.0, c.partition.1);
+    c.guards.push(at_revision(keys::reassignment(topic, p), record_rev));
+    c
 }
 
 fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionResult {
@@ -113,14 +129,19 @@ fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionRe
 /// The state a request is planned on, read side by side (each read waits for its own read index,
 /// which a busy leader is slow to confirm): the cluster view, the reassignments, the cancel-all
 /// marker's revision (0: absent) and the broker config records (for arming throttles).
-struct Moves {
-    view: ClusterView,
-    moving: Reassignments,
-    marker: u64,
-    brokers: crate::throttles::BrokerConfigs,
+pub(crate) struct Moves {
+    /// Brokers, topics and partitions.
+    pub view: ClusterView,
+    /// The reassignment records.
+    pub moving: Reassignments,
+    /// The cancel-all marker's revision (0: absent).
+    pub marker: u64,
+    /// The broker config records.
+    pub brokers: crate::throttles::BrokerConfigs,
 }
 
-async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
+/// Reads the whole state a request is planned on.
+pub(crate) async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
     let (view, (moving, marker), brokers) = tokio::try_join!(
         load_view(client),
         load_reassignments(client),
@@ -135,7 +156,7 @@ async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
 }
 
 /// What a request's partitions decided, before the writes are put together.
-enum Decided {
+pub(crate) enum Decided {
     Refused(AlterPartitionReassignmentsResponse),
     /// The changes, the answers, and each submitted partition's next state (for arming
     /// auto-remove throttles).
@@ -167,7 +188,7 @@ fn plan_partition(
     })?;
     let existing = cx.moving.get(&(topic.to_string(), p));
     let Some(target) = &t.replicas else {
-        let Some((record, _)) = existing else {
+        let Some((record, record_rev)) = existing else {
             return Err(Refusal::new(
                 ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
                 format!("there is no reassignment of {topic}-{p} to cancel"),
@@ -175,7 +196,8 @@ fn plan_partition(
         };
         let state = reassignment::cancel(&entry.state, record, &cx.live, unclean_allowed(cx.view, topic))
             .map_err(|e| e.context(format!("{topic}-{p}")))?;
-        return Ok((change(topic, p, entry.mod_revision, &state, None, true), None));
+        let c = change(topic, p, entry.mod_revision, &state, None, true);
+        return Ok((guard_record(c, *record_rev), None));
     };
     if cx.marker != 0 {
         return Err(Refusal::new(
@@ -203,6 +225,10 @@ fn plan_partition(
         sub.record.as_ref(),
         existing.is_some(),
     );
+    let c = match existing {
+        Some((_, record_rev)) => guard_record(c, *record_rev),
+        None => c,
+    };
     let submitted = reassignment::is_moving(&sub.state).then(|| (topic.to_string(), sub.state));
     Ok((c, submitted))
 }
@@ -233,7 +259,8 @@ fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRe
     }
 }
 
-fn plan_alter(
+/// Plans every partition of a request against one read state.
+pub(crate) fn plan_alter(
     req: &AlterPartitionReassignmentsRequest,
     view: &ClusterView,
     moving: &Reassignments,
@@ -292,7 +319,8 @@ fn plan_alter(
     Decided::Write(changes, results, submitted)
 }
 
-fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+/// The guards and ops of `changes`, after `guards`.
+pub(crate) fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
     let mut ops = Vec::new();
     for c in changes {
         guards.extend(c.guards);
@@ -304,7 +332,7 @@ fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, V
 /// A request's writes and answer: its partitions' changes guarded by the cancel-all marker as it
 /// was read and, when a submit leaves partitions moving, the arming of the auto-remove throttles
 /// in scope and the put of the submit epoch (which tells their removal a submit happened).
-fn alter_writes(
+pub(crate) fn alter_writes(
     req: &AlterPartitionReassignmentsRequest,
     m: &Moves,
     now_ms: u64,
@@ -399,102 +427,6 @@ pub async fn list(
         cancel_in_progress: marker != 0,
         ..Default::default()
     })
-}
-
-/// CancelAllReassignments: sets the marker, then rolls every reassignment it can back in one
-/// transaction that puts the marker again.
-pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
-    let kept_changing = || {
-        Refusal::new(
-            ErrorCode::INVALID_UPDATE_VERSION,
-            "the partitions kept changing while cancelling; retry",
-        )
-    };
-    let refused = |e: Refusal| CancelAllReassignmentsResponse {
-        error_code: e.code.0,
-        error_message: e.message,
-        cancelled: vec![],
-    };
-    // The marker goes in first, on its own: it stops new submissions and the ISR expansions
-    // that would complete the moves being undone, so the rollback below is not raced by them.
-    // Put even when present (one write, no read first, no guard): a second cancel-all racing
-    // this one only sees its guard fail and reads again.
-    let runner = Runner::new(client, "cancel-all", kept_changing());
-    let marker = Plan::write(vec![], vec![marker_op()], ());
-    if let Err(e) = runner.write(marker).await? {
-        return Ok(refused(e));
-    }
-    let outcome = runner
-        .run_off_runtime(
-            || load_view_and_reassignments(client),
-            |(view, (moving, marker))| Ok(cancel_all_writes(&view, &moving, marker)),
-        )
-        .await?;
-    Ok(outcome.unwrap_or_else(refused))
-}
-
-/// Reads the cluster view and the reassignments side by side.
-async fn load_view_and_reassignments(
-    client: &Client,
-) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
-    tokio::try_join!(load_view(client), load_reassignments(client))
-}
-
-fn marker_op() -> pb::Op {
-    put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default())
-}
-
-/// Cancel-all's writes and answer: every move it can roll back and the marker put again, guarded
-/// by the marker's revision as read.
-fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) -> Plan<CancelAllReassignmentsResponse> {
-    let (changes, cancelled, refused) = plan_cancel_all(view, moving);
-    let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
-    ops.push(marker_op());
-    let answer = CancelAllReassignmentsResponse {
-        error_code: if refused.is_empty() {
-            0
-        } else {
-            ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE.0
-        },
-        error_message: refused.join("; "),
-        cancelled,
-    };
-    Plan::write(guards, ops, answer)
-}
-
-/// The changes that roll every move back: (changes, cancelled partitions, refusals).
-fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
-    let live = view.live_brokers();
-    let mut changes = Vec::new();
-    let mut cancelled = Vec::new();
-    let mut refused = Vec::new();
-    for ((topic, p), (record, rrev)) in moving {
-        let Some(entry) = view.partition(topic, *p) else {
-            // The topic is gone; only the record is left.
-            changes.push(Change {
-                guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
-                ops: vec![delete_op(keys::reassignment(topic, *p))],
-            });
-            continue;
-        };
-        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
-            Ok(state) => {
-                changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
-                cancelled.push(TopicPartition {
-                    topic: topic.clone(),
-                    partition: *p,
-                });
-            }
-            Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
-        }
-    }
-    (changes, cancelled, refused)
-}
-
-/// RemoveCancel.
-pub async fn remove_cancel(client: &Client) -> Result<RemoveCancelResponse, metastore::ClientError> {
-    let deleted = client.delete(keys::REASSIGN_CANCEL).await?;
-    Ok(RemoveCancelResponse { removed: deleted > 0 })
 }
 
 /// AssignReplicaDir's answer, and whether its write completes the reassignment (`None`: nothing

@@ -98,6 +98,16 @@ const ARGS: &[&str] = &[
     "1000",
 ];
 
+/// [`ARGS`] without the flags (and their values) that `extra` gives itself: a flag may be given
+/// only once.
+fn base_args<'a>(extra: &[&str]) -> Vec<&'a str> {
+    ARGS.chunks(2)
+        .filter(|flag| !extra.contains(&flag[0]))
+        .flatten()
+        .copied()
+        .collect()
+}
+
 /// Three quorum-and-broker nodes (1-3) and broker-only nodes from 4 (only 4 unless started
 /// with [`start_brokers`]), as processes.
 pub struct Four {
@@ -144,7 +154,7 @@ fn start_each(dir: &Path, brokers: i32, extra: impl Fn(i32) -> Vec<String>) -> F
             let args = extra(*id as i32);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let n = crate::ProcNode::new(*id, addr, &dir.join(format!("n{id}")), &peers, false)
-                .with_args(ARGS)
+                .with_args(&base_args(&args))
                 .with_args(&args);
             (*id as i32, n)
         })
@@ -161,7 +171,7 @@ fn start_each(dir: &Path, brokers: i32, extra: impl Fn(i32) -> Vec<String>) -> F
             &Default::default(),
             false,
         )
-        .with_args(ARGS)
+        .with_args(&base_args(&args))
         .with_args(&["--roles", "broker", "--quorum", &q])
         .with_args(&["--cluster-credential-file", &crate::credential_file(&dir.join("n1"))])
         .with_args(&args);

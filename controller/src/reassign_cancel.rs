@@ -1,0 +1,388 @@
+//! Cancelling reassignments: of named partitions, and all of them (cancel-all with its marker).
+//! What one partition rolls back to is decided by [`reassignment::cancel`]; this module plans
+//! and writes it.
+//!
+//! A cancel of named partitions answers each partition on its own, as Kafka does. It is planned
+//! from one read and validated whole (bad input refuses it before anything is written), then
+//! written in transactions of [`BATCH`] partitions. A transaction whose guard failed wrote
+//! nothing: one of its partitions changed meanwhile (an ISR change, a move completing). Its
+//! partitions are cancelled again one at a time, each from a fresh read. Written as one
+//! transaction for the whole request, a cancel of 10,000 moving partitions lost every attempt to
+//! the ISR changes of the moves it was cancelling.
+//!
+//! Cancel-all puts its marker first, which stops submissions and adding replicas joining ISRs,
+//! then rolls every move back in one transaction.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use metastore::{Client, ClientError};
+use prost::Message;
+use proto::cluster_view::ClusterView;
+use proto::errors::{ErrorCode, Refusal};
+use proto::ferry::*;
+use proto::keys;
+use proto::metastore as pb;
+
+use crate::reassign_admin::{
+    alter_writes, change, delete_op, load_moves, load_reassignments, merge, plan_alter, unclean_allowed, Change,
+    Decided, Moves, Reassignments,
+};
+use crate::reassignment;
+use crate::store::{at_revision, load_partition_view, load_view, put_op};
+use crate::write_runner::{Plan, Runner};
+
+/// Most partitions written in one transaction of a cancel of named partitions.
+pub const BATCH: usize = 512;
+/// Transactions of one cancel written at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+/// Partitions cancelled again one at a time, at once.
+const SINGLES_IN_FLIGHT: usize = 64;
+
+/// Whether `req` cancels named partitions and nothing else (every target is None) and is meant
+/// to be written: [`cancel`] answers such a request.
+pub fn is_cancel(req: &AlterPartitionReassignmentsRequest) -> bool {
+    !req.validate_only && !req.partitions.is_empty() && req.partitions.iter().all(|t| t.replicas.is_none())
+}
+
+/// Splits changes into transactions of at most `size` partitions each, in request order.
+fn batches(changes: Vec<Change>, size: usize) -> Vec<Vec<Change>> {
+    assert!(size > 0, "a batch holds at least one partition");
+    let mut out: Vec<Vec<Change>> = Vec::with_capacity(changes.len().div_ceil(size));
+    for c in changes {
+        match out.last_mut() {
+            Some(b) if b.len() < size => b.push(c),
+            _ => out.push(vec![c]),
+        }
+    }
+    out
+}
+
+/// The request's answers with each partition that was cancelled again given its own answer.
+fn answer(mut results: Vec<PartitionResult>, again: Vec<PartitionResult>) -> Vec<PartitionResult> {
+    let at: HashMap<(String, u32), usize> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ((r.topic.clone(), r.partition), i))
+        .collect();
+    for r in again {
+        let i = at.get(&(r.topic.clone(), r.partition)).copied();
+        // Only partitions of the request are cancelled again.
+        debug_assert!(i.is_some(), "{}-{} is not in the request", r.topic, r.partition);
+        if let Some(i) = i {
+            results[i] = r;
+        }
+    }
+    results
+}
+
+/// AlterPartitionReassignments that only cancels ([`is_cancel`]): each partition rolled back
+/// and answered on its own.
+pub async fn cancel(
+    client: &Client,
+    req: AlterPartitionReassignmentsRequest,
+    now_ms: u64,
+) -> Result<AlterPartitionReassignmentsResponse, ClientError> {
+    debug_assert!(is_cancel(&req));
+    let req = Arc::new(req);
+    let m = load_moves(client).await?;
+    let planned = {
+        let req = req.clone();
+        crate::off_runtime(move || plan_alter(&req, &m.view, &m.moving, m.marker, now_ms)).await
+    };
+    let (changes, results) = match planned {
+        Decided::Refused(r) => return Ok(r),
+        Decided::Write(changes, results, _) => (changes, results),
+    };
+    let planned = changes.len();
+    let changed = write_batches(client, changes).await?;
+    let again: Vec<Result<PartitionResult, ClientError>> = futures::stream::iter(changed)
+        .map(|(topic, p)| cancel_one(client, topic, p, now_ms))
+        .buffer_unordered(SINGLES_IN_FLIGHT)
+        .collect()
+        .await;
+    let again = again.into_iter().collect::<Result<Vec<_>, _>>()?;
+    tracing::info!(
+        partitions = planned,
+        one_at_a_time = again.len(),
+        "reassignments cancelled"
+    );
+    Ok(AlterPartitionReassignmentsResponse {
+        results: answer(results, again),
+        ..Default::default()
+    })
+}
+
+/// A batch's partitions, and whether its transaction was written.
+type Written = (Vec<(String, u32)>, bool);
+
+/// Writes the changes in batches; returns the partitions of the batches whose guard failed
+/// (nothing of those was written).
+async fn write_batches(client: &Client, changes: Vec<Change>) -> Result<Vec<(String, u32)>, ClientError> {
+    let changed = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "a partition changed meanwhile");
+    let runner = Runner::new(client, "reassignment cancel", changed);
+    let runner = &runner;
+    let written: Vec<Result<Written, ClientError>> = futures::stream::iter(batches(changes, BATCH))
+        .map(|batch| async move {
+            let partitions: Vec<(String, u32)> = batch.iter().map(|c| c.partition.clone()).collect();
+            let (guards, ops) = merge(batch, Vec::new());
+            let outcome = runner.write(Plan::write(guards, ops, ())).await?;
+            Ok((partitions, outcome.is_ok()))
+        })
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut changed = Vec::new();
+    for w in written {
+        let (partitions, ok) = w?;
+        if !ok {
+            changed.extend(partitions);
+        }
+    }
+    Ok(changed)
+}
+
+/// Cancels one partition from fresh reads of it, as a request of its own.
+async fn cancel_one(client: &Client, topic: String, p: u32, now_ms: u64) -> Result<PartitionResult, ClientError> {
+    let req = AlterPartitionReassignmentsRequest {
+        partitions: vec![ReassignmentTarget {
+            topic: topic.clone(),
+            partition: p,
+            replicas: None,
+            log_dirs: vec![],
+        }],
+        ..Default::default()
+    };
+    let kept_changing = Refusal::new(
+        ErrorCode::INVALID_UPDATE_VERSION,
+        format!("{topic}-{p}: the partition kept changing while cancelling; retry"),
+    );
+    let outcome = Runner::new(client, "reassignment cancel of one partition", kept_changing)
+        .run(
+            || load_partition_moves(client, &topic, p),
+            |m| Ok(alter_writes(&req, &m, now_ms)),
+        )
+        .await?;
+    let (error_code, error_message) = match outcome {
+        Ok(mut r) if r.results.len() == 1 => return Ok(r.results.remove(0)),
+        Ok(r) => (r.error_code, r.error_message),
+        Err(e) => (e.code.0, e.message),
+    };
+    Ok(PartitionResult {
+        topic,
+        partition: p,
+        error_code,
+        error_message,
+    })
+}
+
+/// What one partition's cancel is planned on: the partition, its topic, the brokers, its
+/// reassignment record and the cancel-all marker. Read side by side: the plan guards the record's
+/// revision as well as the partition's.
+async fn load_partition_moves(client: &Client, topic: &str, p: u32) -> Result<Moves, ClientError> {
+    let topic_key = keys::topic(topic);
+    let record_key = keys::reassignment(topic, p);
+    let (mut view, topic_kv, record_kv, marker_kv) = tokio::try_join!(
+        load_partition_view(client, topic, p),
+        client.get(&topic_key),
+        client.get(&record_key),
+        client.get(keys::REASSIGN_CANCEL)
+    )?;
+    if let Some(kv) = topic_kv {
+        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    let mut moving = Reassignments::new();
+    if let Some(kv) = record_kv {
+        if let Ok(r) = ReassignmentRecord::decode(kv.value.as_ref()) {
+            moving.insert((topic.to_string(), p), (r, kv.mod_revision));
+        }
+    }
+    Ok(Moves {
+        view,
+        moving,
+        marker: marker_kv.map_or(0, |kv| kv.mod_revision),
+        brokers: Default::default(),
+    })
+}
+
+/// CancelAllReassignments: sets the marker, then rolls every reassignment it can back in one
+/// transaction that puts the marker again.
+pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsResponse, metastore::ClientError> {
+    let kept_changing = || {
+        Refusal::new(
+            ErrorCode::INVALID_UPDATE_VERSION,
+            "the partitions kept changing while cancelling; retry",
+        )
+    };
+    let refused = |e: Refusal| CancelAllReassignmentsResponse {
+        error_code: e.code.0,
+        error_message: e.message,
+        cancelled: vec![],
+    };
+    // The marker goes in first, on its own: it stops new submissions and the ISR expansions
+    // that would complete the moves being undone, so the rollback below is not raced by them.
+    // Put even when present (one write, no read first, no guard): a second cancel-all racing
+    // this one only sees its guard fail and reads again.
+    let runner = Runner::new(client, "cancel-all", kept_changing());
+    let marker = Plan::write(vec![], vec![marker_op()], ());
+    if let Err(e) = runner.write(marker).await? {
+        return Ok(refused(e));
+    }
+    let outcome = runner
+        .run_off_runtime(
+            || load_view_and_reassignments(client),
+            |(view, (moving, marker))| Ok(cancel_all_writes(&view, &moving, marker)),
+        )
+        .await?;
+    Ok(outcome.unwrap_or_else(refused))
+}
+
+/// Reads the cluster view, then the reassignments. In that order, not side by side: a record
+/// changes only with its partition, so a record read after the partition is never older than
+/// it, and the partition's guard covers both. (The controller's pass can still complete a move
+/// while the marker is in force, and a record older than its partition would roll a finished move
+/// back.)
+async fn load_view_and_reassignments(
+    client: &Client,
+) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
+    let view = load_view(client).await?;
+    Ok((view, load_reassignments(client).await?))
+}
+
+fn marker_op() -> pb::Op {
+    put_op(keys::REASSIGN_CANCEL.into(), &ReassignmentRecord::default())
+}
+
+/// Cancel-all's writes and answer: every move it can roll back and the marker put again, guarded
+/// by the marker's revision as read.
+fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) -> Plan<CancelAllReassignmentsResponse> {
+    let (changes, cancelled, refused) = plan_cancel_all(view, moving);
+    let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
+    ops.push(marker_op());
+    let answer = CancelAllReassignmentsResponse {
+        error_code: if refused.is_empty() {
+            0
+        } else {
+            ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE.0
+        },
+        error_message: refused.join("; "),
+        cancelled,
+    };
+    Plan::write(guards, ops, answer)
+}
+
+/// The changes that roll every move back: (changes, cancelled partitions, refusals).
+fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
+    let live = view.live_brokers();
+    let mut changes = Vec::new();
+    let mut cancelled = Vec::new();
+    let mut refused = Vec::new();
+    for ((topic, p), (record, rrev)) in moving {
+        let Some(entry) = view.partition(topic, *p) else {
+            // The topic is gone; only the record is left.
+            changes.push(Change {
+                partition: (topic.clone(), *p),
+                guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
+                ops: vec![delete_op(keys::reassignment(topic, *p))],
+            });
+            continue;
+        };
+        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
+            Ok(state) => {
+                changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
+                cancelled.push(TopicPartition {
+                    topic: topic.clone(),
+                    partition: *p,
+                });
+            }
+            Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
+        }
+    }
+    (changes, cancelled, refused)
+}
+
+/// RemoveCancel.
+pub async fn remove_cancel(client: &Client) -> Result<RemoveCancelResponse, metastore::ClientError> {
+    let deleted = client.delete(keys::REASSIGN_CANCEL).await?;
+    Ok(RemoveCancelResponse { removed: deleted > 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(p: u32) -> Change {
+        Change {
+            partition: ("t".into(), p),
+            guards: vec![],
+            ops: vec![],
+        }
+    }
+
+    fn result(p: u32, code: ErrorCode) -> PartitionResult {
+        PartitionResult {
+            topic: "t".into(),
+            partition: p,
+            error_code: code.0,
+            error_message: String::new(),
+        }
+    }
+
+    #[test]
+    fn changes_go_in_batches_of_at_most_the_size_in_request_order() {
+        let sizes = |n, size| {
+            batches((0..n).map(c).collect(), size)
+                .iter()
+                .map(Vec::len)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sizes(0, 3), Vec::<usize>::new());
+        assert_eq!(sizes(3, 3), vec![3]);
+        assert_eq!(sizes(7, 3), vec![3, 3, 1]);
+        let order: Vec<u32> = batches((0..5).map(c).collect(), 2)
+            .into_iter()
+            .flatten()
+            .map(|c| c.partition.1)
+            .collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_partition_cancelled_again_gets_its_own_answer_and_the_rest_stand() {
+        let first = vec![
+            result(0, ErrorCode::NONE),
+            result(1, ErrorCode::NONE),
+            result(2, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS),
+        ];
+        let again = vec![result(1, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS)];
+        let codes: Vec<_> = answer(first, again).iter().map(|r| r.error_code).collect();
+        assert_eq!(
+            codes,
+            vec![
+                0,
+                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0,
+                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_written_request_of_cancels_alone_is_answered_partition_by_partition() {
+        let t = |replicas: Option<Vec<i32>>| ReassignmentTarget {
+            topic: "t".into(),
+            partition: 0,
+            replicas: replicas.map(|brokers| Replicas { brokers }),
+            log_dirs: vec![],
+        };
+        let req = |partitions, validate_only| AlterPartitionReassignmentsRequest {
+            partitions,
+            validate_only,
+            ..Default::default()
+        };
+        assert!(is_cancel(&req(vec![t(None), t(None)], false)));
+        assert!(!is_cancel(&req(vec![t(None), t(Some(vec![1]))], false)));
+        assert!(!is_cancel(&req(vec![t(None)], true)));
+        assert!(!is_cancel(&req(vec![], false)));
+    }
+}
