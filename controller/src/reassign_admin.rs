@@ -82,9 +82,10 @@ pub(crate) struct Change {
 }
 
 /// Writes a partition's next state and its reassignment record, or removes the record when
-/// `had_record`. Guarded by the partition's revision: every write of a reassignment record
+/// `had_record`. Guarded by the partition's revision alone: every write of a reassignment record
 /// writes its partition in the same transaction, so that revision stands for both, provided the
-/// record was read no earlier than the partition (see [`guard_record`]).
+/// record was read after the partition (as [`load_moves`] reads them; and a 100,000-partition
+/// request carries half the guards).
 pub(crate) fn change(
     topic: &str,
     p: u32,
@@ -107,16 +108,6 @@ pub(crate) fn change(
     }
 }
 
-/// Adds a guard on the reassignment record a change was planned on. The partition and the
-/// records are read side by side, so a record may come from before a completion that the
-/// partition's read did not see yet; without this guard a cancel would roll a finished move back
-/// from its stale record, and a submit would keep a finished move's original replicas.
-fn guard_record(mut c: Change, record_rev: u64) -> Change {
-    let (topic, p) = (&c.partition.0, c.partition.1);
-    c.guards.push(at_revision(keys::reassignment(topic, p), record_rev));
-    c
-}
-
 fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionResult {
     PartitionResult {
         topic: topic.to_string(),
@@ -126,8 +117,7 @@ fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionRe
     }
 }
 
-/// The state a request is planned on, read side by side (each read waits for its own read index,
-/// which a busy leader is slow to confirm): the cluster view, the reassignments, the cancel-all
+/// The state a request is planned on: the cluster view, the reassignments, the cancel-all
 /// marker's revision (0: absent) and the broker config records (for arming throttles).
 pub(crate) struct Moves {
     /// Brokers, topics and partitions.
@@ -140,13 +130,16 @@ pub(crate) struct Moves {
     pub brokers: crate::throttles::BrokerConfigs,
 }
 
-/// Reads the whole state a request is planned on.
+/// Reads the whole state a request is planned on: the view and the broker configs side by side
+/// (each read waits for its own read index, which a busy leader is slow to confirm), then the
+/// reassignments. Not all three at once: a record changes only with its partition, so a record
+/// read after its partition is never older than it and the partition's guard covers both. Read
+/// side by side, a record from just before a completion met the completed partition: a cancel
+/// then refused it as leaving no original replica in sync (the move had finished), and could
+/// have rolled a finished move back.
 pub(crate) async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
-    let (view, (moving, marker), brokers) = tokio::try_join!(
-        load_view(client),
-        load_reassignments(client),
-        crate::throttles::load_broker_configs(client)
-    )?;
+    let (view, brokers) = tokio::try_join!(load_view(client), crate::throttles::load_broker_configs(client))?;
+    let (moving, marker) = load_reassignments(client).await?;
     Ok(Moves {
         view,
         moving,
@@ -188,7 +181,7 @@ fn plan_partition(
     })?;
     let existing = cx.moving.get(&(topic.to_string(), p));
     let Some(target) = &t.replicas else {
-        let Some((record, record_rev)) = existing else {
+        let Some((record, _)) = existing else {
             return Err(Refusal::new(
                 ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
                 format!("there is no reassignment of {topic}-{p} to cancel"),
@@ -196,8 +189,7 @@ fn plan_partition(
         };
         let state = reassignment::cancel(&entry.state, record, &cx.live, unclean_allowed(cx.view, topic))
             .map_err(|e| e.context(format!("{topic}-{p}")))?;
-        let c = change(topic, p, entry.mod_revision, &state, None, true);
-        return Ok((guard_record(c, *record_rev), None));
+        return Ok((change(topic, p, entry.mod_revision, &state, None, true), None));
     };
     if cx.marker != 0 {
         return Err(Refusal::new(
@@ -225,10 +217,6 @@ fn plan_partition(
         sub.record.as_ref(),
         existing.is_some(),
     );
-    let c = match existing {
-        Some((_, record_rev)) => guard_record(c, *record_rev),
-        None => c,
-    };
     let submitted = reassignment::is_moving(&sub.state).then(|| (topic.to_string(), sub.state));
     Ok((c, submitted))
 }

@@ -177,18 +177,13 @@ async fn cancel_one(client: &Client, topic: String, p: u32, now_ms: u64) -> Resu
     })
 }
 
-/// What one partition's cancel is planned on: the partition, its topic, the brokers, its
-/// reassignment record and the cancel-all marker. Read side by side: the plan guards the record's
-/// revision as well as the partition's.
+/// What one partition's cancel is planned on: the partition, its topic and the brokers, then
+/// (read after them, as [`load_moves`] reads) its reassignment record and the cancel-all marker.
 async fn load_partition_moves(client: &Client, topic: &str, p: u32) -> Result<Moves, ClientError> {
     let topic_key = keys::topic(topic);
+    let (mut view, topic_kv) = tokio::try_join!(load_partition_view(client, topic, p), client.get(&topic_key))?;
     let record_key = keys::reassignment(topic, p);
-    let (mut view, topic_kv, record_kv, marker_kv) = tokio::try_join!(
-        load_partition_view(client, topic, p),
-        client.get(&topic_key),
-        client.get(&record_key),
-        client.get(keys::REASSIGN_CANCEL)
-    )?;
+    let (record_kv, marker_kv) = tokio::try_join!(client.get(&record_key), client.get(keys::REASSIGN_CANCEL))?;
     if let Some(kv) = topic_kv {
         view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
     }
@@ -238,11 +233,9 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
     Ok(outcome.unwrap_or_else(refused))
 }
 
-/// Reads the cluster view, then the reassignments. In that order, not side by side: a record
-/// changes only with its partition, so a record read after the partition is never older than
-/// it, and the partition's guard covers both. (The controller's pass can still complete a move
-/// while the marker is in force, and a record older than its partition would roll a finished move
-/// back.)
+/// Reads the cluster view, then the reassignments, in that order for the reason
+/// [`load_moves`] gives (the controller's pass can still complete a move while the marker is in
+/// force).
 async fn load_view_and_reassignments(
     client: &Client,
 ) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
