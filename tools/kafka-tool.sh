@@ -3,7 +3,7 @@
 # fetches (KAFKA_VERSION picks the version):  tools/kafka-tool.sh NAME ARGS...
 # NAME: kafka-topics, kafka-console-producer, kafka-console-consumer, kafka-reassign-partitions,
 # kafka-log-dirs, kafka-configs, kafka-leader-election, kafka-producer-perf-test,
-# kafka-consumer-perf-test, kafka-dump-log.
+# kafka-consumer-perf-test, kafka-dump-log, kafka-get-offsets.
 # Logs go to stderr at WARN (KAFKA_TOOL_LOG_LEVEL sets the level); KAFKA_HEAP_OPTS replaces -Xmx256m.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -22,6 +22,7 @@ case "$name" in
   kafka-producer-perf-test) classes="org.apache.kafka.tools.ProducerPerformance" ;;
   kafka-consumer-perf-test) classes="org.apache.kafka.tools.ConsumerPerformance kafka.tools.ConsumerPerformance" ;;
   kafka-dump-log) classes="org.apache.kafka.tools.DumpLogSegments kafka.tools.DumpLogSegments" ;;
+  kafka-get-offsets) classes="org.apache.kafka.tools.GetOffsetShell kafka.tools.GetOffsetShell" ;;
   *) echo "kafka-tool: unknown tool '$name'" >&2; exit 2 ;;
 esac
 dir="$("$here/kafka-jars.sh" | tail -n 1)"

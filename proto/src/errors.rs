@@ -62,6 +62,7 @@ codes! {
     ELECTION_NOT_NEEDED = 84,
     NO_REASSIGNMENT_IN_PROGRESS = 85,
     INVALID_RECORD = 87,
+    UNKNOWN_TOPIC_ID = 100,
     INELIGIBLE_REPLICA = 107,
     INVALID_UPDATE_VERSION = 108,
     // Ferry's own, outside Kafka's range.

@@ -65,6 +65,47 @@ async fn create_produce_consume_and_reassign(version: Option<&str>) {
     assert!(ok, "{out}");
     assert_eq!(out.lines().collect::<Vec<_>>(), lines, "every record, in order, once");
 
+    // kafka-get-offsets (ListOffsets v7 and up): latest, earliest, earliest on local disk, and
+    // the first record stamped with the largest timestamp, which kcat's timestamps confirm.
+    let (code, stamped, err) = tests::kafka::run(
+        std::process::Command::new("timeout").args([
+            "60",
+            "kcat",
+            "-C",
+            "-b",
+            b,
+            "-t",
+            "jt",
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o %T\\n",
+        ]),
+        "",
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let stamped: Vec<(i64, i64)> = stamped
+        .lines()
+        .map(|l| {
+            let (o, t) = l.split_once(' ').unwrap();
+            (o.parse().unwrap(), t.parse().unwrap())
+        })
+        .collect();
+    let max = stamped.iter().map(|(_, t)| *t).max().unwrap();
+    let first_max = stamped.iter().find(|(_, t)| *t == max).unwrap().0;
+    for (time, want) in [("-1", 3000), ("-2", 0), ("-4", 0), ("-3", first_max)] {
+        let (ok, out) = tool(
+            "kafka-get-offsets",
+            &["--bootstrap-server", b, "--topic", "jt", "--time", time],
+            "",
+        );
+        assert!(ok, "{out}");
+        assert_eq!(out.trim(), format!("jt:0:{want}"), "--time {time}");
+    }
+
     // A move from broker 2 to broker 4 at 20 kB/s for about 330 kB: it lasts.
     let plan = dir.path().join("move.json");
     std::fs::write(

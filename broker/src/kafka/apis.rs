@@ -37,12 +37,12 @@ const fn api(api: ApiKey, advertised_min: i16, decoded_min: i16, max: i16) -> Se
 /// The APIs served. Clients infer the broker's version and features from the ranges, so they
 /// are a Kafka 3.x broker's: librdkafka, for one, turns gzip, snappy and lz4 off unless Produce
 /// v2 and Fetch v2 are in range. Versions below the decoded minimum (the pre-2017 message
-/// formats) are advertised but not decoded; no current client sends them. The maxima stop at
-/// Fetch v12 and ListOffsets v6: later ones need topic ids and the max-timestamp lookup.
+/// formats) are advertised but not decoded; no current client sends them. The maxima are Kafka
+/// 3.9's for the data APIs (Fetch v13 and up name topics by id).
 pub const SERVED: &[Served] = &[
     api(ApiKey::Produce, 0, 3, 11),
-    api(ApiKey::Fetch, 0, 4, 12),
-    api(ApiKey::ListOffsets, 1, 1, 6),
+    api(ApiKey::Fetch, 0, 4, 17),
+    api(ApiKey::ListOffsets, 1, 1, 9),
     api(ApiKey::Metadata, 0, 0, 12),
     api(ApiKey::OffsetForLeaderEpoch, 2, 2, 4),
     api(ApiKey::FindCoordinator, 0, 0, 4),
@@ -268,8 +268,29 @@ mod tests {
     }
 
     #[test]
+    fn a_fetch_from_v13_finds_its_topics_by_id_and_names_an_unknown_id() {
+        use kafka_protocol::messages::fetch_request::FetchTopic;
+        let id = uuid::Uuid::from_str("6f1c6c1e-1d3c-4c39-9d52-5b0d5d0e2f11").unwrap();
+        let other = uuid::Uuid::from_u128(7);
+        let mut by_id = FetchTopic::default();
+        by_id.topic_id = id;
+        let mut unknown = FetchTopic::default();
+        unknown.topic_id = other;
+        let mut by_name = FetchTopic::default();
+        by_name.topic = TopicName(StrBytes::from_static_str("t"));
+        let got = super::super::data::fetch_topics(&view(), &[by_id.clone(), unknown.clone()], 13);
+        assert_eq!(got[0].0.as_ref().map(|n| n.0.as_str()), Some("t"));
+        assert_eq!((got[1].0.clone(), got[1].1), (None, other));
+        // Before v13 the names are taken as given.
+        let got = super::super::data::fetch_topics(&view(), &[by_name], 12);
+        assert_eq!(got[0].0.as_ref().map(|n| n.0.as_str()), Some("t"));
+    }
+
+    #[test]
     fn served_versions_and_the_api_versions_answer_agree() {
         assert!(served(ApiKey::Metadata as i16, 12));
+        assert!(served(ApiKey::Fetch as i16, 17) && !served(ApiKey::Fetch as i16, 18));
+        assert!(served(ApiKey::ListOffsets as i16, 9) && !served(ApiKey::ListOffsets as i16, 10));
         assert!(!served(ApiKey::Metadata as i16, 13));
         assert!(!served(ApiKey::Produce as i16, 0));
         let r = api_versions(ErrorCode::NONE);

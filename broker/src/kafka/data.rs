@@ -2,20 +2,25 @@
 //! Produce goes through the one produce path (`crate::produce`); Fetch serves the stored batch
 //! bytes as they are on disk, without decoding them.
 
+use std::collections::{HashMap, HashSet};
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use proto::cluster_view::ClusterView;
 use proto::errors::ErrorCode;
+use uuid::Uuid;
 
 use super::apis::wire;
 use crate::produce;
@@ -134,10 +139,42 @@ struct Wanted {
     epoch: i32,
 }
 
+/// A topic a Fetch names: its name (`None`: an id no topic has) and its id (nil before v13).
+pub(super) type FetchedTopic = (Option<TopicName>, Uuid);
+
+/// The topics a Fetch names, in its order: by name up to v12, by id from v13 (topic ids came
+/// with v13), each id looked up among the topics of `view` that are not being deleted.
+pub(super) fn fetch_topics(view: &ClusterView, topics: &[FetchTopic], version: i16) -> Vec<FetchedTopic> {
+    if version < 13 {
+        return topics.iter().map(|t| (Some(t.topic.clone()), Uuid::nil())).collect();
+    }
+    let wanted: HashSet<Uuid> = topics.iter().map(|t| t.topic_id).collect();
+    let mut names: HashMap<Uuid, &str> = HashMap::with_capacity(wanted.len());
+    for (name, e) in &view.topics {
+        let id = e
+            .record
+            .as_ref()
+            .filter(|r| !r.deleting)
+            .and_then(|r| Uuid::from_str(&r.topic_id).ok());
+        if let Some(id) = id.filter(|id| wanted.contains(id)) {
+            names.insert(id, name);
+        }
+    }
+    topics
+        .iter()
+        .map(|t| {
+            let name = names
+                .get(&t.topic_id)
+                .map(|n| TopicName(StrBytes::from_string(n.to_string())));
+            (name, t.topic_id)
+        })
+        .collect()
+}
+
 /// Answers a Fetch request: waits up to its `max_wait_ms` for `min_bytes` of data over every
 /// partition asked, and serves the stored batches up to the high watermark.
 pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchResponse {
-    let names: Vec<_> = req.topics.iter().map(|t| t.topic.clone()).collect();
+    let names = fetch_topics(&core.view.read(), &req.topics, version);
     let wanted: Vec<Wanted> = req
         .topics
         .iter()
@@ -167,17 +204,17 @@ pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchR
         // Subscribe before reading, so that a change in between is not missed.
         let mut watches: Vec<_> = wanted
             .iter()
-            .filter_map(|w| replica(core, &names[w.topic].0, w.partition).ok())
+            .filter_map(|w| replica(core, &names[w.topic].0.as_ref()?.0, w.partition).ok())
             .map(|r| r.subscribe())
             .collect();
         let (parts, bytes, errors) = gather(core, &names, &wanted, total, version);
         if bytes >= min_bytes.max(1) || errors || watches.is_empty() || tokio::time::Instant::now() >= deadline {
-            return answer(&names, parts);
+            return answer(&names, parts, version);
         }
         let changed = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             let (parts, _, _) = gather(core, &names, &wanted, total, version);
-            return answer(&names, parts);
+            return answer(&names, parts, version);
         }
     }
 }
@@ -186,7 +223,7 @@ pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchR
 /// partition answered an error (which is sent at once, as Kafka does).
 fn gather(
     core: &BrokerCore,
-    names: &[kafka_protocol::messages::TopicName],
+    names: &[FetchedTopic],
     wanted: &[Wanted],
     total: usize,
     version: i16,
@@ -203,7 +240,14 @@ fn gather(
         }
         // librdkafka refuses a null record set, so an empty one is empty bytes.
         p.records = Some(Bytes::new());
-        match read_partition(core, &names[w.topic].0, w, left) {
+        let read = match &names[w.topic] {
+            (Some(name), _) => read_partition(core, &name.0, w, left),
+            (None, id) => Err(ReplicaError::new(
+                ErrorCode::UNKNOWN_TOPIC_ID,
+                format!("topic id {id}: no such topic"),
+            )),
+        };
+        match read {
             Ok((hw, start, records)) => {
                 p.high_watermark = hw;
                 p.last_stable_offset = hw;
@@ -248,12 +292,17 @@ fn read_partition(core: &BrokerCore, topic: &str, w: &Wanted, left: usize) -> Re
     Ok((hw, start, Bytes::from(raw)))
 }
 
-fn answer(names: &[kafka_protocol::messages::TopicName], parts: Vec<(usize, PartitionData)>) -> FetchResponse {
+fn answer(names: &[FetchedTopic], parts: Vec<(usize, PartitionData)>, version: i16) -> FetchResponse {
     let mut topics: Vec<FetchableTopicResponse> = names
         .iter()
-        .map(|n| {
+        .map(|(name, id)| {
             let mut t = FetchableTopicResponse::default();
-            t.topic = n.clone();
+            // Each version carries one of the two; the other must keep its default.
+            if version >= 13 {
+                t.topic_id = *id;
+            } else {
+                t.topic = name.clone().unwrap_or_default();
+            }
             t
         })
         .collect();
@@ -265,12 +314,19 @@ fn answer(names: &[kafka_protocol::messages::TopicName], parts: Vec<(usize, Part
     r
 }
 
-/// ListOffsets' special timestamps.
+/// ListOffsets' special timestamps: the latest and earliest offsets, the record with the largest
+/// timestamp (v7), the earliest offset on local disk (v8) and the latest one in tiered storage
+/// (v9).
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
 
-/// Answers ListOffsets: the latest offset is the high watermark, the earliest the log start,
-/// and a timestamp finds the first batch at or after it.
+/// Answers ListOffsets: the latest offset is the high watermark, the earliest the log start
+/// (all of it is local: there is no tiered storage, so the latest tiered offset is -1, as Kafka
+/// answers without it), the largest timestamp its first record below the high watermark, and a
+/// timestamp finds the first batch at or after it.
 pub fn list_offsets(core: &BrokerCore, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
     let mut resp = ListOffsetsResponse::default();
     resp.topics = req
@@ -321,7 +377,15 @@ fn list_offset(
     let epoch = epoch as i32;
     match timestamp {
         LATEST => Ok((hw, -1, epoch)),
-        EARLIEST => Ok((log.log_start_offset(), -1, epoch)),
+        EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1, epoch)),
+        LATEST_TIERED => Ok((-1, -1, -1)),
+        MAX_TIMESTAMP => match log
+            .max_timestamp_before(hw)
+            .map_err(|e| produce::storage_error(core, &r, e))?
+        {
+            Some((offset, ts)) => Ok((offset, ts, epoch)),
+            None => Ok((-1, -1, -1)),
+        },
         t if t >= 0 => match log
             .offset_for_timestamp(t)
             .map_err(|e| produce::storage_error(core, &r, e))?
@@ -331,7 +395,7 @@ fn list_offset(
         },
         t => Err(ReplicaError::new(
             ErrorCode::INVALID_REQUEST,
-            format!("{}: timestamp {t} is not served (only -1, -2 or a time)", r.name()),
+            format!("{}: timestamp {t} is not served (only -1 to -5 or a time)", r.name()),
         )),
     }
 }

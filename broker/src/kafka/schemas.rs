@@ -56,7 +56,8 @@ fn data_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
             Some(arr(vec![Field::Str, arr(vec![I32, Field::Bytes])])),
         ],
         ApiKey::Fetch => vec![
-            Some(I32),
+            // The replica id, a tagged field from v15.
+            when(v <= 14, I32),
             Some(I32),
             Some(I32),
             Some(I32),
@@ -64,7 +65,7 @@ fn data_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
             when(v >= 7, I32),
             when(v >= 7, I32),
             Some(arr(vec![
-                Field::Str,
+                if v >= 13 { UUID } else { Field::Str },
                 arr([
                     Some(I32),
                     when(v >= 9, I32),
@@ -77,7 +78,10 @@ fn data_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
                 .flatten()
                 .collect()),
             ])),
-            when(v >= 7, arr(vec![Field::Str, Field::Ints(4)])),
+            when(
+                v >= 7,
+                arr(vec![if v >= 13 { UUID } else { Field::Str }, Field::Ints(4)]),
+            ),
             when(v >= 11, Field::Str),
         ],
         ApiKey::ListOffsets => vec![

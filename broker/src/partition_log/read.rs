@@ -91,4 +91,45 @@ impl PartitionLog {
         }
         Ok(None)
     }
+
+    /// The record with the largest timestamp among the batches that end before `upto`: its
+    /// offset and that timestamp (Kafka's ListOffsets MAX_TIMESTAMP); the earliest on a tie, as
+    /// Kafka's. Segments wholly before `upto` answer from their time index's largest entry; the
+    /// one `upto` falls in is scanned batch by batch.
+    pub fn max_timestamp_before(&self, upto: i64) -> Result<Option<(i64, i64)>, LogError> {
+        // (timestamp, last offset of its batch)
+        let mut best: Option<(i64, i64)> = None;
+        let better = |best: &Option<(i64, i64)>, ts: i64| best.is_none_or(|(b, _)| ts > b);
+        for seg in self.segments.values() {
+            if seg.base >= upto {
+                break;
+            }
+            if seg.next_offset <= upto {
+                if let Some((ts, last)) = seg.max_timestamp() {
+                    if better(&best, ts) {
+                        best = Some((ts, last));
+                    }
+                }
+                continue;
+            }
+            seg.headers_from(0, &mut |h| {
+                if h.next_offset() > upto {
+                    return false;
+                }
+                if better(&best, h.max_timestamp_ms) {
+                    best = Some((h.max_timestamp_ms, h.last_offset()));
+                }
+                true
+            })?;
+        }
+        let Some((ts, last)) = best else {
+            return Ok(None);
+        };
+        let batch = self.read(last, 1, upto)?;
+        let offset = record_batch::offset_of_max_timestamp(&batch).map_err(|e| LogError::Corrupt {
+            path: self.dir.clone(),
+            detail: format!("the batch holding offset {last} fails verification: {e}"),
+        })?;
+        Ok(Some((offset, ts)))
+    }
 }

@@ -120,6 +120,12 @@ impl TimeIndex {
         self.max.map(|m| m.ts)
     }
 
+    /// The largest timestamp seen in the segment and the last offset (relative) of the first
+    /// batch that reached it.
+    pub fn max_entry(&self) -> Option<TimeEntry> {
+        self.max
+    }
+
     /// The last offset (relative) known to hold only timestamps before `ts`: a scan for the
     /// first batch at or after `ts` may start at the batch holding it.
     pub fn all_before(&self, ts: i64) -> Option<u32> {

@@ -138,3 +138,22 @@ fn lookups_stay_exact_across_a_truncation_behind_a_peak() {
         assert_eq!(log.offset_for_timestamp(target).unwrap(), want, "timestamp {target}");
     }
 }
+
+#[test]
+fn the_largest_timestamp_below_a_bound_is_found_across_segments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(&tmp.path().join("t-0"), cfg()).unwrap();
+    assert_eq!(log.max_timestamp_before(0).unwrap(), None);
+    fill(&mut log, 200);
+    assert!(log.segments.len() > 2, "the answer must span segments");
+    for upto in [1, 2, 4, 50, 97, 150, 198, 199, 200] {
+        // The earliest record with the largest timestamp below `upto`.
+        let mut want: Option<(i64, i64)> = None;
+        for o in 0..upto {
+            if want.is_none_or(|(_, t)| ts_of(o) > t) {
+                want = Some((o, ts_of(o)));
+            }
+        }
+        assert_eq!(log.max_timestamp_before(upto).unwrap(), want, "below {upto}");
+    }
+}

@@ -150,6 +150,11 @@ impl BatchHeader {
     pub fn is_control(&self) -> bool {
         self.attributes & 0x20 != 0
     }
+
+    /// Whether the batch's timestamps are the broker's append time, not the producer's.
+    pub fn is_log_append_time(&self) -> bool {
+        self.attributes & 0x08 != 0
+    }
 }
 
 fn be<const N: usize>(buf: &[u8], at: usize) -> [u8; N] {
@@ -331,7 +336,7 @@ pub fn verify(batch: &[u8]) -> Result<BatchHeader, BatchError> {
         return Err(BatchError::CrcMismatch { stored, computed });
     }
     if header.codec()? == "none" {
-        for_each_record(batch, &header, |_, _| {})?;
+        for_each_record(batch, &header, |_| {})?;
     }
     Ok(header)
 }
@@ -350,13 +355,23 @@ fn field_len(rec: &[u8], pos: &mut usize, nullable: bool) -> Result<Option<usize
     Ok(Some(len))
 }
 
-/// Parses one record body; returns its offset delta and value range within `rec`.
-fn parse_record(rec: &[u8]) -> Result<(i32, Option<(usize, usize)>), String> {
+/// One record of a batch, as [`for_each_record`] walks it.
+struct RecordAt {
+    /// Offset relative to the batch's base offset.
+    offset_delta: i32,
+    /// Timestamp relative to the batch's base timestamp.
+    timestamp_delta: i64,
+    /// The value's range (in the record, then in the batch), `None` for a null value.
+    value: Option<(usize, usize)>,
+}
+
+/// Parses one record body: its offset and timestamp deltas and its value range within `rec`.
+fn parse_record(rec: &[u8]) -> Result<RecordAt, String> {
     let mut pos = 1; // attributes
     if rec.is_empty() {
         return Err("empty record".into());
     }
-    varint::read_i64(rec, &mut pos).ok_or("the timestamp delta does not parse")?;
+    let timestamp_delta = varint::read_i64(rec, &mut pos).ok_or("the timestamp delta does not parse")?;
     let delta = varint::read_i32(rec, &mut pos).ok_or("the offset delta does not parse")?;
     field_len(rec, &mut pos, true)?; // key
     let value = field_len(rec, &mut pos, true)?.map(|n| (pos - n, pos));
@@ -371,16 +386,16 @@ fn parse_record(rec: &[u8]) -> Result<(i32, Option<(usize, usize)>), String> {
     if pos != rec.len() {
         return Err(format!("{} bytes left over in the record", rec.len() - pos));
     }
-    Ok((delta, value))
+    Ok(RecordAt {
+        offset_delta: delta,
+        timestamp_delta,
+        value,
+    })
 }
 
-/// Walks the records of an uncompressed, length-checked batch, calling `f(offset delta, value
-/// range)` for each; offset deltas must grow and stay within the batch's span.
-fn for_each_record(
-    batch: &[u8],
-    h: &BatchHeader,
-    mut f: impl FnMut(i32, Option<(usize, usize)>),
-) -> Result<(), BatchError> {
+/// Walks the records of an uncompressed, length-checked batch, calling `f` for each (value
+/// ranges are within `batch`); offset deltas must grow and stay within the batch's span.
+fn for_each_record(batch: &[u8], h: &BatchHeader, mut f: impl FnMut(RecordAt)) -> Result<(), BatchError> {
     let count = h.record_count;
     let bad = |index: u32, reason: String| BatchError::BadRecord { index, count, reason };
     let mut pos = HEADER_LEN;
@@ -391,7 +406,8 @@ fn for_each_record(
         if len > batch.len() - pos {
             return Err(bad(index, format!("{len} bytes run past the end of the batch")));
         }
-        let (delta, value) = parse_record(&batch[pos..pos + len]).map_err(|r| bad(index, r))?;
+        let mut r = parse_record(&batch[pos..pos + len]).map_err(|r| bad(index, r))?;
+        let delta = r.offset_delta;
         if i64::from(delta) <= last_delta || delta as i64 > h.last_offset_delta as i64 {
             return Err(bad(
                 index,
@@ -399,7 +415,8 @@ fn for_each_record(
             ));
         }
         last_delta = delta.into();
-        f(delta, value.map(|(a, b)| (pos + a, pos + b)));
+        r.value = r.value.map(|(a, b)| (pos + a, pos + b));
+        f(r);
         pos += len;
     }
     if pos != batch.len() {
@@ -425,11 +442,34 @@ pub fn records_from_bytes(batch: Bytes) -> Result<Vec<(i64, Bytes)>, BatchError>
         return Err(BatchError::Compressed(codec));
     }
     let mut out = Vec::with_capacity(header.record_count as usize);
-    for_each_record(&batch, &header, |delta, value| {
-        let value = value.map_or_else(Bytes::new, |(a, b)| batch.slice(a..b));
-        out.push((header.base_offset + i64::from(delta), value));
+    for_each_record(&batch, &header, |r| {
+        let value = r.value.map_or_else(Bytes::new, |(a, b)| batch.slice(a..b));
+        out.push((header.base_offset + i64::from(r.offset_delta), value));
     })?;
     Ok(out)
+}
+
+/// The offset of the first record of `batch` stamped with the batch's largest timestamp, which
+/// ListOffsets' MAX_TIMESTAMP answers, as Kafka's `offsetOfMaxTimestamp` finds it. With log
+/// append time every record carries the batch's time, so the first one. A compressed batch is
+/// not unpacked here (the broker keeps producers' bytes as they are): its last offset stands
+/// for it, which for records written in time order is the same record unless several share
+/// the largest millisecond.
+pub fn offset_of_max_timestamp(batch: &[u8]) -> Result<i64, BatchError> {
+    let h = verify(batch)?;
+    if h.is_log_append_time() {
+        return Ok(h.base_offset);
+    }
+    if h.codec()? != "none" {
+        return Ok(h.last_offset());
+    }
+    let mut first = None;
+    for_each_record(batch, &h, |r| {
+        if first.is_none() && h.base_timestamp_ms.saturating_add(r.timestamp_delta) == h.max_timestamp_ms {
+            first = Some(h.base_offset + i64::from(r.offset_delta));
+        }
+    })?;
+    Ok(first.unwrap_or_else(|| h.last_offset()))
 }
 
 /// Splits `buf` into whole, verified batches; trailing partial data is an `Incomplete` error.

@@ -208,3 +208,15 @@ fn batches_match_kafkas_encoder() {
         ]
     );
 }
+
+#[test]
+fn the_max_timestamp_is_the_first_record_stamped_with_it() {
+    // Every record shares the batch's one timestamp: the first of them, as Kafka answers.
+    let batch = encode_batch(40, 1, 5_000, &[b"a", b"b", b"c"]);
+    assert_eq!(offset_of_max_timestamp(&batch).unwrap(), 40);
+    // A damaged batch is refused, not answered.
+    let mut bad = batch.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    assert!(offset_of_max_timestamp(&bad).is_err());
+}

@@ -105,6 +105,11 @@ impl Segment {
         }
     }
 
+    /// The segment's largest timestamp and the last offset of the first batch that reached it.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        self.time.max_entry().map(|m| (m.ts, self.base + i64::from(m.rel)))
+    }
+
     /// Calls `f` for every batch header from position `pos` (a batch boundary) on, until it
     /// returns false.
     pub fn headers_from(&self, pos: u64, f: &mut dyn FnMut(&BatchHeader) -> bool) -> Result<(), LogError> {
