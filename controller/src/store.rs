@@ -49,6 +49,43 @@ pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result
     Ok(view)
 }
 
+/// Most topics [`load_topics_view`] reads one by one; more read the whole view at once.
+const TOPICS_READ_ALONE: usize = 32;
+
+/// The brokers, and of each topic in `topics` its record and its first partition key (a topic
+/// whose record is gone while its partitions are not still exists): what a new topic is planned
+/// on. Not every partition of the cluster, which a large cluster's CreateTopics waited for. Many
+/// topics read the whole view instead.
+pub async fn load_topics_view(client: &Client, topics: &[String]) -> Result<ClusterView, metastore::ClientError> {
+    if topics.len() > TOPICS_READ_ALONE {
+        return load_view(client).await;
+    }
+    let brokers = client.range_req(pb::RangeRequest {
+        prefix: keys::BROKER_IDS.into(),
+        ..Default::default()
+    });
+    let named = futures::future::try_join_all(topics.iter().map(|t| async move {
+        let first_child = pb::RangeRequest {
+            prefix: keys::topic_children(t),
+            limit: 1,
+            ..Default::default()
+        };
+        let record = keys::topic(t);
+        tokio::try_join!(client.get(&record), client.range_req(first_child))
+    }));
+    let (brokers, named) = tokio::try_join!(brokers, named)?;
+    let mut view = ClusterView::default();
+    for kv in &brokers.kvs {
+        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+    }
+    for (record, children) in named {
+        for kv in record.iter().chain(children.kvs.iter()) {
+            view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
+        }
+    }
+    Ok(view)
+}
+
 /// A put of a protobuf value.
 pub fn put_op(key: String, value: &impl Message) -> pb::Op {
     pb::Op {
