@@ -207,6 +207,8 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
     .await;
     let mut rng = rand::rng();
     let mut killed_mid_copy = 0;
+    // The incarnation of the broker 4 process killed last (0: none; a live one is never 0).
+    let mut killed_incarnation = 0u64;
     for round in 0..10 {
         // Start a move to the other dir unless one resumed after the last restart.
         let d = describe(&c).await;
@@ -215,9 +217,12 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
         if !moving {
             let to = other_dir(&d, &cur);
             // The restarted broker may not have registered again yet (the checks above can pass
-            // on its old registration), and `ferry log-dirs` finds it by its registration.
-            wait_until(Duration::from_secs(30), "broker 4 registered", || async {
-                c.brokers().await.is_ok_and(|b| b.iter().any(|b| b.id == 4))
+            // on its old registration, which then expires), and `ferry log-dirs` finds it by its
+            // registration: wait for the new process's own.
+            wait_until(Duration::from_secs(30), "broker 4 registered again", || async {
+                c.brokers()
+                    .await
+                    .is_ok_and(|b| b.iter().any(|b| b.id == 4 && b.incarnation != killed_incarnation))
             })
             .await;
             move_replica(&f, "k-0", &to);
@@ -227,6 +232,12 @@ async fn sigkill_at_random_points_of_moves_loses_nothing() {
         if placement(&describe(&c).await, "k", 0).1 {
             killed_mid_copy += 1;
         }
+        killed_incarnation = c
+            .brokers()
+            .await
+            .ok()
+            .and_then(|b| b.iter().find(|b| b.id == 4).map(|b| b.incarnation))
+            .unwrap_or(0);
         let four = f.nodes.get_mut(&4).unwrap();
         four.kill();
         four.spawn();
