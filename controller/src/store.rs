@@ -37,16 +37,23 @@ pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result
     if let Some(kv) = client.get(&key).await? {
         view.apply(&key, Some(kv.value.as_ref()), kv.mod_revision);
     }
-    let brokers = client
-        .range_req(pb::RangeRequest {
-            prefix: keys::BROKER_IDS.into(),
-            ..Default::default()
-        })
-        .await?;
-    for kv in &brokers.kvs {
+    apply_kvs(&mut view, &client.range_req(brokers_range()).await?.kvs);
+    Ok(view)
+}
+
+/// The read of every broker registration.
+fn brokers_range() -> pb::RangeRequest {
+    pb::RangeRequest {
+        prefix: keys::BROKER_IDS.into(),
+        ..Default::default()
+    }
+}
+
+/// Applies read keys to `view`.
+fn apply_kvs<'a>(view: &mut ClusterView, kvs: impl IntoIterator<Item = &'a pb::KeyValue>) {
+    for kv in kvs {
         view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
     }
-    Ok(view)
 }
 
 /// Most topics [`load_topics_view`] reads one by one; more read the whole view at once.
@@ -60,10 +67,7 @@ pub async fn load_topics_view(client: &Client, topics: &[String]) -> Result<Clus
     if topics.len() > TOPICS_READ_ALONE {
         return load_view(client).await;
     }
-    let brokers = client.range_req(pb::RangeRequest {
-        prefix: keys::BROKER_IDS.into(),
-        ..Default::default()
-    });
+    let brokers = client.range_req(brokers_range());
     let named = futures::future::try_join_all(topics.iter().map(|t| async move {
         let first_child = pb::RangeRequest {
             prefix: keys::topic_children(t),
@@ -75,13 +79,9 @@ pub async fn load_topics_view(client: &Client, topics: &[String]) -> Result<Clus
     }));
     let (brokers, named) = tokio::try_join!(brokers, named)?;
     let mut view = ClusterView::default();
-    for kv in &brokers.kvs {
-        view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
-    }
+    apply_kvs(&mut view, &brokers.kvs);
     for (record, children) in named {
-        for kv in record.iter().chain(children.kvs.iter()) {
-            view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
-        }
+        apply_kvs(&mut view, record.iter().chain(children.kvs.iter()));
     }
     Ok(view)
 }
