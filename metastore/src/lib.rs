@@ -8,6 +8,7 @@
 pub mod client;
 pub mod codec;
 pub mod credential;
+pub mod election_watch;
 pub mod follow;
 pub mod kv_pb;
 pub mod kv_state;

@@ -17,6 +17,7 @@ use tonic::{Request, Response, Status};
 
 use crate::codec;
 use crate::credential::PeerCredential;
+use crate::election_watch::Heard;
 use crate::log_store::REPLICATION_BATCH_BYTES;
 use crate::peers::Peers;
 use crate::proposer::Proposer;
@@ -156,17 +157,25 @@ pub struct RaftService {
     read_index: ReadIndex,
     proposer: Proposer,
     credential: PeerCredential,
+    heard: Heard,
 }
 
 impl RaftService {
     /// Serves `raft`, the leader's read index and followers' forwarded proposals to the peers
-    /// that give `credential`.
-    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, credential: PeerCredential) -> Self {
+    /// that give `credential`, recording in `heard` each leader or candidate it accepts.
+    pub fn new(
+        raft: Raft,
+        read_index: ReadIndex,
+        proposer: Proposer,
+        credential: PeerCredential,
+        heard: Heard,
+    ) -> Self {
         Self {
             raft,
             read_index,
             proposer,
             credential,
+            heard,
         }
     }
 
@@ -191,17 +200,30 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 impl proto::raft::raft_server::Raft for RaftService {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
-        reply(&self.raft.append_entries(rpc).await)
+        let res = self.raft.append_entries(rpc).await;
+        if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
+            self.heard.touch();
+        }
+        reply(&res)
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
-        reply(&self.raft.vote(rpc).await)
+        let res = self.raft.vote(rpc).await;
+        if matches!(&res, Ok(r) if r.vote_granted) {
+            self.heard.touch();
+        }
+        reply(&res)
     }
 
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: InstallSnapshotRequest<TypeConfig> = self.decode_rpc(req)?;
-        reply(&self.raft.install_snapshot(rpc).await)
+        let vote = rpc.vote;
+        let res = self.raft.install_snapshot(rpc).await;
+        if matches!(&res, Ok(r) if r.vote == vote) {
+            self.heard.touch();
+        }
+        reply(&res)
     }
 
     async fn read_index(&self, req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {

@@ -29,7 +29,10 @@ start_ferry_cluster() { # base port
   endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
   server_pids=$(IFS=,; echo "${pids[*]}")
   for _ in $(seq 1 300); do
-    "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$endpoints" >/dev/null 2>&1 && return 0
+    # Ready once a write commits and node 1 has written the cluster credential it applied
+    # (the scripts read it from there).
+    "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$endpoints" >/dev/null 2>&1 &&
+      [ -s "$work/ferry1/cluster-credential" ] && return 0
     sleep 0.2
   done
   echo "the Ferry cluster did not become ready" >&2

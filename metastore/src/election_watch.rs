@@ -1,0 +1,213 @@
+//! Calls an election when openraft would wait too long for one.
+//!
+//! openraft 0.9 adds twice the maximum election timeout to a follower's wait once one of its
+//! elections met a voter with a longer log, and clears that mark only when the follower next
+//! campaigns. A mark left by an earlier election therefore delays every later failover: with
+//! both survivors marked, a paused leader was not replaced for 4.7 s in the fault suite (its
+//! timeouts), until it came back; 1.6 s with the defaults. The watch asks for an election once
+//! a voter has heard from no leader or candidate for the lease plus the longest election timeout
+//! plus a heartbeat, when an unmarked follower would have campaigned already.
+//!
+//! [`Watch`] decides; [`start`] drives it from the node's Raft metrics and the Raft service's
+//! record of the last leader or candidate it heard ([`Heard`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::ServerState;
+
+use crate::credential::PeerCredential;
+use crate::types::Raft;
+
+/// When this node last heard from a leader it follows or a candidate it voted for, as the Raft
+/// service records it.
+#[derive(Clone, Debug)]
+pub struct Heard(Arc<parking_lot::Mutex<Instant>>);
+
+impl Default for Heard {
+    fn default() -> Self {
+        Self(Arc::new(parking_lot::Mutex::new(Instant::now())))
+    }
+}
+
+impl Heard {
+    /// Records contact now.
+    pub fn touch(&self) {
+        *self.0.lock() = Instant::now();
+    }
+
+    /// The last contact.
+    pub fn at(&self) -> Instant {
+        *self.0.lock()
+    }
+}
+
+/// The watch's timing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    /// Silence after which the node asks for an election.
+    pub quiet: Duration,
+    /// A longer gap between two ticks means the process was paused or starved.
+    pub max_gap: Duration,
+}
+
+/// How often the driver ticks.
+const TICK: Duration = Duration::from_millis(50);
+
+impl Timing {
+    /// From openraft's settings: the lease (openraft makes it the longest election timeout),
+    /// plus the longest election timeout, plus one heartbeat for openraft's coarse tick.
+    pub fn from_raft(heartbeat_ms: u64, election_max_ms: u64) -> Self {
+        Self {
+            quiet: Duration::from_millis(2 * election_max_ms + heartbeat_ms),
+            max_gap: 4 * TICK,
+        }
+    }
+}
+
+/// The decision state: when the node last heard a leader or candidate, or changed its vote, and
+/// when it last ticked.
+#[derive(Clone, Debug)]
+pub struct Watch {
+    quiet_since: Instant,
+    last_tick: Instant,
+}
+
+impl Watch {
+    /// A watch that starts quiet at `now`.
+    pub fn new(now: Instant) -> Self {
+        Self {
+            quiet_since: now,
+            last_tick: now,
+        }
+    }
+
+    /// Something was heard at `at` (a leader's append, a vote granted, the node's own vote
+    /// changing): the silence starts again from there.
+    pub fn heard(&mut self, at: Instant) {
+        self.quiet_since = self.quiet_since.max(at);
+    }
+
+    /// One tick at `now`; `eligible` when the node is a voting follower or candidate allowed to
+    /// campaign. True when it should ask for an election.
+    pub fn tick(&mut self, now: Instant, eligible: bool, t: &Timing) -> bool {
+        // After a pause (SIGSTOP) or starvation the node cannot tell what it missed; campaigning
+        // at once would depose a leader elected meanwhile, so it waits a whole quiet time.
+        if now.saturating_duration_since(self.last_tick) > t.max_gap || !eligible {
+            self.quiet_since = now;
+        }
+        self.last_tick = now;
+        if now.saturating_duration_since(self.quiet_since) >= t.quiet {
+            // Its own election changes its vote; until then it does not ask again.
+            self.quiet_since = now;
+            return true;
+        }
+        false
+    }
+}
+
+/// Starts the watch of `raft` on the current runtime (the Raft thread's, which a busy node
+/// leaves free). Ends when Raft shuts down.
+pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timing) {
+    tokio::spawn(async move {
+        let mut metrics = raft.metrics();
+        let mut watch = Watch::new(Instant::now());
+        let mut vote = metrics.borrow().vote;
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if metrics.has_changed().is_err() {
+                return;
+            }
+            let now = Instant::now();
+            let eligible = {
+                let m = metrics.borrow_and_update();
+                if m.vote != vote {
+                    vote = m.vote;
+                    watch.heard(now);
+                }
+                matches!(m.state, ServerState::Follower | ServerState::Candidate)
+                    && m.membership_config.membership().voter_ids().any(|v| v == m.id)
+                    && credential.may_campaign()
+            };
+            watch.heard(heard.at());
+            if watch.tick(now, eligible, &timing) {
+                tracing::info!(
+                    quiet_ms = timing.quiet.as_millis() as u64,
+                    "no leader heard from: calling an election"
+                );
+                if raft.trigger().elect().await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing() -> Timing {
+        Timing::from_raft(100, 400)
+    }
+
+    /// Ticks every 50 ms from `start` for `ms`, returning the offsets (ms) at which it elects.
+    fn run(w: &mut Watch, start: Instant, from_ms: u64, to_ms: u64, eligible: bool) -> Vec<u64> {
+        (from_ms / 50..=to_ms / 50)
+            .map(|i| i * 50)
+            .filter(|&ms| w.tick(start + Duration::from_millis(ms), eligible, &timing()))
+            .collect()
+    }
+
+    #[test]
+    fn quiet_is_the_lease_plus_the_longest_timeout_plus_a_heartbeat() {
+        assert_eq!(timing().quiet, Duration::from_millis(900));
+    }
+
+    #[test]
+    fn a_silent_follower_elects_once_per_quiet_time() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0);
+        assert_eq!(run(&mut w, t0, 50, 2000, true), vec![900, 1800]);
+    }
+
+    #[test]
+    fn hearing_a_leader_restarts_the_silence() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0);
+        assert!(run(&mut w, t0, 50, 850, true).is_empty());
+        w.heard(t0 + Duration::from_millis(850));
+        assert!(run(&mut w, t0, 900, 1700, true).is_empty());
+        assert_eq!(run(&mut w, t0, 1750, 1750, true), vec![1750]);
+    }
+
+    #[test]
+    fn an_old_contact_does_not_move_the_silence_back() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0 + Duration::from_millis(500));
+        w.heard(t0);
+        assert!(run(&mut w, t0, 550, 1350, true).is_empty());
+        assert_eq!(run(&mut w, t0, 1400, 1400, true), vec![1400]);
+    }
+
+    #[test]
+    fn a_leader_or_a_node_not_allowed_to_campaign_never_elects() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0);
+        assert!(run(&mut w, t0, 50, 3000, false).is_empty());
+        // Stepping down starts a fresh silence.
+        assert_eq!(run(&mut w, t0, 3050, 3950, true), vec![3900]);
+    }
+
+    #[test]
+    fn a_paused_node_waits_a_whole_quiet_time_after_it_resumes() {
+        let t0 = Instant::now();
+        let mut w = Watch::new(t0);
+        assert!(run(&mut w, t0, 50, 100, true).is_empty());
+        // No tick from 100 ms to 3,000 ms: the process was stopped.
+        assert!(run(&mut w, t0, 3000, 3850, true).is_empty());
+        assert_eq!(run(&mut w, t0, 3900, 3900, true), vec![3900]);
+    }
+}
