@@ -6,7 +6,10 @@
 //! both survivors marked, a paused leader was not replaced for 4.7 s in the fault suite (its
 //! timeouts), until it came back; 1.6 s with the defaults. The watch asks for an election once
 //! a voter has heard from no leader or candidate for the lease plus the longest election timeout
-//! plus a heartbeat, when an unmarked follower would have campaigned already.
+//! plus a heartbeat, when an unmarked follower would have campaigned already, plus a random part
+//! of the election timeout's spread: two marked followers that last heard the same leader at the
+//! same moment would otherwise campaign together in the same term, split the vote, and do it again
+//! at every round.
 //!
 //! [`Watch`] decides; [`start`] drives it from the node's Raft metrics and the Raft service's
 //! record of the last leader or candidate it heard ([`Heard`]).
@@ -45,8 +48,10 @@ impl Heard {
 /// The watch's timing.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timing {
-    /// Silence after which the node asks for an election.
+    /// Least silence after which the node asks for an election.
     pub quiet: Duration,
+    /// Up to this much more, drawn at random for each round.
+    pub spread: Duration,
     /// A longer gap between two ticks means the process was paused or starved.
     pub max_gap: Duration,
 }
@@ -57,29 +62,43 @@ const TICK: Duration = Duration::from_millis(50);
 impl Timing {
     /// From openraft's settings: the lease (openraft makes it the longest election timeout),
     /// plus the longest election timeout, plus one heartbeat for openraft's coarse tick.
-    pub fn from_raft(heartbeat_ms: u64, election_max_ms: u64) -> Self {
+    /// The random part spans the election timeout's range, as openraft's own draw does.
+    pub fn from_raft(heartbeat_ms: u64, election_min_ms: u64, election_max_ms: u64) -> Self {
         Self {
             quiet: Duration::from_millis(2 * election_max_ms + heartbeat_ms),
+            spread: Duration::from_millis(election_max_ms.saturating_sub(election_min_ms)),
             max_gap: 4 * TICK,
         }
     }
+
+    /// One round's wait: `quiet` plus `fraction` (in 0..=1) of `spread`.
+    pub fn wait(&self, fraction: f64) -> Duration {
+        self.quiet + self.spread.mul_f64(fraction.clamp(0.0, 1.0))
+    }
 }
 
-/// The decision state: when the node last heard a leader or candidate, or changed its vote, and
-/// when it last ticked.
+/// The decision state: when the node last heard a leader or candidate, or changed its vote, when
+/// it last ticked, and how much silence this round waits for.
 #[derive(Clone, Debug)]
 pub struct Watch {
     quiet_since: Instant,
     last_tick: Instant,
+    wait: Duration,
 }
 
 impl Watch {
-    /// A watch that starts quiet at `now`.
-    pub fn new(now: Instant) -> Self {
+    /// A watch that starts quiet at `now` and waits `wait` of silence.
+    pub fn new(now: Instant, wait: Duration) -> Self {
         Self {
             quiet_since: now,
             last_tick: now,
+            wait,
         }
+    }
+
+    /// The silence the next round waits for (a fresh draw of [`Timing::wait`]).
+    pub fn set_wait(&mut self, wait: Duration) {
+        self.wait = wait;
     }
 
     /// Something was heard at `at` (a leader's append, a vote granted, the node's own vote
@@ -91,13 +110,14 @@ impl Watch {
     /// One tick at `now`; `eligible` when the node is a voting follower or candidate allowed to
     /// campaign. True when it should ask for an election.
     pub fn tick(&mut self, now: Instant, eligible: bool, t: &Timing) -> bool {
+        debug_assert!(self.wait >= t.quiet, "a round waits at least the quiet time");
         // After a pause (SIGSTOP) or starvation the node cannot tell what it missed; campaigning
         // at once would depose a leader elected meanwhile, so it waits a whole quiet time.
         if now.saturating_duration_since(self.last_tick) > t.max_gap || !eligible {
             self.quiet_since = now;
         }
         self.last_tick = now;
-        if now.saturating_duration_since(self.quiet_since) >= t.quiet {
+        if now.saturating_duration_since(self.quiet_since) >= self.wait {
             // Its own election changes its vote; until then it does not ask again.
             self.quiet_since = now;
             return true;
@@ -111,7 +131,7 @@ impl Watch {
 pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timing) {
     tokio::spawn(async move {
         let mut metrics = raft.metrics();
-        let mut watch = Watch::new(Instant::now());
+        let mut watch = Watch::new(Instant::now(), timing.wait(rand::random()));
         let mut vote = metrics.borrow().vote;
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -126,6 +146,7 @@ pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timin
                 if m.vote != vote {
                     vote = m.vote;
                     watch.heard(now);
+                    watch.set_wait(timing.wait(rand::random()));
                 }
                 matches!(m.state, ServerState::Follower | ServerState::Candidate)
                     && m.membership_config.membership().voter_ids().any(|v| v == m.id)
@@ -134,9 +155,10 @@ pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timin
             watch.heard(heard.at());
             if watch.tick(now, eligible, &timing) {
                 tracing::info!(
-                    quiet_ms = timing.quiet.as_millis() as u64,
+                    quiet_ms = watch.wait.as_millis() as u64,
                     "no leader heard from: calling an election"
                 );
+                watch.set_wait(timing.wait(rand::random()));
                 if raft.trigger().elect().await.is_err() {
                     return;
                 }
@@ -150,7 +172,12 @@ mod tests {
     use super::*;
 
     fn timing() -> Timing {
-        Timing::from_raft(100, 400)
+        Timing::from_raft(100, 200, 400)
+    }
+
+    /// A watch that waits the least quiet time every round.
+    fn watch(at: Instant) -> Watch {
+        Watch::new(at, timing().wait(0.0))
     }
 
     /// Ticks every 50 ms from `start` for `ms`, returning the offsets (ms) at which it elects.
@@ -162,21 +189,36 @@ mod tests {
     }
 
     #[test]
-    fn quiet_is_the_lease_plus_the_longest_timeout_plus_a_heartbeat() {
-        assert_eq!(timing().quiet, Duration::from_millis(900));
+    fn quiet_is_the_lease_plus_the_longest_timeout_plus_a_heartbeat_plus_a_random_spread() {
+        let t = timing();
+        assert_eq!(t.quiet, Duration::from_millis(900));
+        assert_eq!(t.wait(0.0), Duration::from_millis(900));
+        assert_eq!(t.wait(0.5), Duration::from_millis(1000));
+        assert_eq!(t.wait(1.0), Duration::from_millis(1100));
+        assert_eq!(t.wait(7.0), Duration::from_millis(1100));
+    }
+
+    #[test]
+    fn two_followers_with_different_draws_do_not_campaign_together() {
+        let t0 = Instant::now();
+        let (mut a, mut b) = (Watch::new(t0, timing().wait(0.1)), Watch::new(t0, timing().wait(0.9)));
+        let fired_a = run(&mut a, t0, 50, 1100, true);
+        let fired_b = run(&mut b, t0, 50, 1100, true);
+        assert_eq!(fired_a, vec![950]);
+        assert_eq!(fired_b, vec![1100]);
     }
 
     #[test]
     fn a_silent_follower_elects_once_per_quiet_time() {
         let t0 = Instant::now();
-        let mut w = Watch::new(t0);
+        let mut w = watch(t0);
         assert_eq!(run(&mut w, t0, 50, 2000, true), vec![900, 1800]);
     }
 
     #[test]
     fn hearing_a_leader_restarts_the_silence() {
         let t0 = Instant::now();
-        let mut w = Watch::new(t0);
+        let mut w = watch(t0);
         assert!(run(&mut w, t0, 50, 850, true).is_empty());
         w.heard(t0 + Duration::from_millis(850));
         assert!(run(&mut w, t0, 900, 1700, true).is_empty());
@@ -186,7 +228,7 @@ mod tests {
     #[test]
     fn an_old_contact_does_not_move_the_silence_back() {
         let t0 = Instant::now();
-        let mut w = Watch::new(t0 + Duration::from_millis(500));
+        let mut w = watch(t0 + Duration::from_millis(500));
         w.heard(t0);
         assert!(run(&mut w, t0, 550, 1350, true).is_empty());
         assert_eq!(run(&mut w, t0, 1400, 1400, true), vec![1400]);
@@ -195,7 +237,7 @@ mod tests {
     #[test]
     fn a_leader_or_a_node_not_allowed_to_campaign_never_elects() {
         let t0 = Instant::now();
-        let mut w = Watch::new(t0);
+        let mut w = watch(t0);
         assert!(run(&mut w, t0, 50, 3000, false).is_empty());
         // Stepping down starts a fresh silence.
         assert_eq!(run(&mut w, t0, 3050, 3950, true), vec![3900]);
@@ -204,7 +246,7 @@ mod tests {
     #[test]
     fn a_paused_node_waits_a_whole_quiet_time_after_it_resumes() {
         let t0 = Instant::now();
-        let mut w = Watch::new(t0);
+        let mut w = watch(t0);
         assert!(run(&mut w, t0, 50, 100, true).is_empty());
         // No tick from 100 ms to 3,000 ms: the process was stopped.
         assert!(run(&mut w, t0, 3000, 3850, true).is_empty());

@@ -281,7 +281,11 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
     {
         let (raft, heard, credential) = (raft.clone(), core.heard.clone(), core.peers.credential().clone());
-        let timing = crate::election_watch::Timing::from_raft(cfg.raft.heartbeat_ms, cfg.raft.election_max_ms);
+        let timing = crate::election_watch::Timing::from_raft(
+            cfg.raft.heartbeat_ms,
+            cfg.raft.election_min_ms,
+            cfg.raft.election_max_ms,
+        );
         // On the Raft thread: a node busy serving clients must still notice a silent leader.
         raft_thread
             .handle()
