@@ -101,8 +101,8 @@ impl Watch {
         self.wait = wait;
     }
 
-    /// Something was heard at `at` (a leader's append, a vote granted, the node's own vote
-    /// changing): the silence starts again from there.
+    /// Something was heard at `at` (a leader's append, a vote it granted, its own candidacy):
+    /// the silence starts again from there.
     pub fn heard(&mut self, at: Instant) {
         self.quiet_since = self.quiet_since.max(at);
     }
@@ -145,7 +145,13 @@ pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timin
                 let m = metrics.borrow_and_update();
                 if m.vote != vote {
                     vote = m.vote;
-                    watch.heard(now);
+                    // Only its own candidacy restarts the silence. A rival's rejected request
+                    // also moves the vote (to its term); counting it let two nodes with shorter
+                    // logs, campaigning in turn, keep the one with the longest log from ever
+                    // asking, and the cluster stayed leaderless after every fault had healed.
+                    if vote.leader_id().voted_for() == Some(m.id) {
+                        watch.heard(now);
+                    }
                     watch.set_wait(timing.wait(rand::random()));
                 }
                 matches!(m.state, ServerState::Follower | ServerState::Candidate)
