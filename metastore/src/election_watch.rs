@@ -6,7 +6,8 @@
 //! both survivors marked, a paused leader was not replaced for 4.7 s in the fault suite (its
 //! timeouts), until it came back; 1.6 s with the defaults. The watch asks for an election once
 //! a voter has heard from no leader or candidate for the lease plus the longest election timeout
-//! plus a heartbeat, when an unmarked follower would have campaigned already, plus a random part
+//! plus a heartbeat, when an unmarked follower would have campaigned already (and it knows no peer
+//! with a longer log than its own now), plus a random part
 //! of the election timeout's spread: two marked followers that last heard the same leader at the
 //! same moment would otherwise campaign together in the same term, split the vote, and do it again
 //! at every round.
@@ -22,27 +23,64 @@ use openraft::ServerState;
 use crate::credential::PeerCredential;
 use crate::types::Raft;
 
-/// When this node last heard from a leader it follows or a candidate it voted for, as the Raft
-/// service records it.
+/// What the Raft service and the node's vote calls learn for the watch: when this node last heard
+/// from a leader it follows or a candidate it voted for, and the longest log a peer has shown it
+/// since it last took a leader's entries.
 #[derive(Clone, Debug)]
-pub struct Heard(Arc<parking_lot::Mutex<Instant>>);
+pub struct Heard(Arc<parking_lot::Mutex<HeardState>>);
+
+#[derive(Debug)]
+struct HeardState {
+    at: Instant,
+    longest_peer_log: u64,
+}
 
 impl Default for Heard {
     fn default() -> Self {
-        Self(Arc::new(parking_lot::Mutex::new(Instant::now())))
+        Self(Arc::new(parking_lot::Mutex::new(HeardState {
+            at: Instant::now(),
+            longest_peer_log: 0,
+        })))
     }
 }
 
 impl Heard {
-    /// Records contact now.
+    /// Records contact now: a candidate it voted for.
     pub fn touch(&self) {
-        *self.0.lock() = Instant::now();
+        self.0.lock().at = Instant::now();
+    }
+
+    /// Records a leader's entries taken now: this node's log now matches the leader's, so logs
+    /// that peers showed it before no longer tell whether it is behind.
+    pub fn followed(&self) {
+        let mut s = self.0.lock();
+        s.at = Instant::now();
+        s.longest_peer_log = 0;
+    }
+
+    /// Records the last log index a peer showed (a candidate in its request, a voter in its
+    /// answer).
+    pub fn peer_log(&self, index: Option<u64>) {
+        let mut s = self.0.lock();
+        s.longest_peer_log = s.longest_peer_log.max(index.unwrap_or(0));
     }
 
     /// The last contact.
     pub fn at(&self) -> Instant {
-        *self.0.lock()
+        self.0.lock().at
     }
+
+    /// The longest log a peer showed since this node last took a leader's entries.
+    pub fn longest_peer_log(&self) -> u64 {
+        self.0.lock().longest_peer_log
+    }
+}
+
+/// Whether a node whose log ends at `own` knows a peer whose log is longer: it cannot win an
+/// election, and its campaigns would only raise the term under the peer that can (openraft's own
+/// delay for such a node, but judged against its log now rather than when it last campaigned).
+pub fn behind(own: Option<u64>, longest_peer_log: u64) -> bool {
+    own.unwrap_or(0) < longest_peer_log
 }
 
 /// The watch's timing.
@@ -157,6 +195,7 @@ pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timin
                 matches!(m.state, ServerState::Follower | ServerState::Candidate)
                     && m.membership_config.membership().voter_ids().any(|v| v == m.id)
                     && credential.may_campaign()
+                    && !behind(m.last_log_index, heard.longest_peer_log())
             };
             watch.heard(heard.at());
             if watch.tick(now, eligible, &timing) {
@@ -212,6 +251,23 @@ mod tests {
         let fired_b = run(&mut b, t0, 50, 1100, true);
         assert_eq!(fired_a, vec![950]);
         assert_eq!(fired_b, vec![1100]);
+    }
+
+    #[test]
+    fn a_node_is_behind_only_while_a_peer_showed_a_longer_log() {
+        assert!(behind(Some(10), 11));
+        assert!(behind(None, 1));
+        assert!(!behind(Some(11), 11));
+        assert!(!behind(None, 0));
+        let heard = Heard::default();
+        heard.peer_log(Some(20));
+        heard.peer_log(Some(5));
+        heard.peer_log(None);
+        assert_eq!(heard.longest_peer_log(), 20);
+        heard.touch();
+        assert_eq!(heard.longest_peer_log(), 20);
+        heard.followed();
+        assert_eq!(heard.longest_peer_log(), 0);
     }
 
     #[test]

@@ -147,7 +147,11 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
-        self.call(Rpc::Vote, codec::encode(&rpc), &option).await
+        let res: Result<VoteResponse<NodeId>, _> = self.call(Rpc::Vote, codec::encode(&rpc), &option).await;
+        if let Ok(r) = &res {
+            self.peers.heard().peer_log(r.last_log_id.map(|l| l.index));
+        }
+        res
     }
 }
 
@@ -202,13 +206,14 @@ impl proto::raft::raft_server::Raft for RaftService {
         let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
         let res = self.raft.append_entries(rpc).await;
         if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-            self.heard.touch();
+            self.heard.followed();
         }
         reply(&res)
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
+        self.heard.peer_log(rpc.last_log_id.map(|l| l.index));
         let res = self.raft.vote(rpc).await;
         if matches!(&res, Ok(r) if r.vote_granted) {
             self.heard.touch();
@@ -221,7 +226,7 @@ impl proto::raft::raft_server::Raft for RaftService {
         let vote = rpc.vote;
         let res = self.raft.install_snapshot(rpc).await;
         if matches!(&res, Ok(r) if r.vote == vote) {
-            self.heard.touch();
+            self.heard.followed();
         }
         reply(&res)
     }

@@ -280,7 +280,11 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
     crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
     {
-        let (raft, heard, credential) = (raft.clone(), core.heard.clone(), core.peers.credential().clone());
+        let (raft, heard, credential) = (
+            raft.clone(),
+            core.peers.heard().clone(),
+            core.peers.credential().clone(),
+        );
         let timing = crate::election_watch::Timing::from_raft(
             cfg.raft.heartbeat_ms,
             cfg.raft.election_min_ms,
@@ -361,7 +365,7 @@ fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
         core.read_index.clone(),
         core.proposer.clone(),
         core.peers.credential().clone(),
-        core.heard.clone(),
+        core.peers.heard().clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)
     .max_encoding_message_size(MAX_MESSAGE)

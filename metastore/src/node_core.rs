@@ -91,8 +91,6 @@ pub struct NodeCore {
     pub peers: Peers,
     /// The node's clock: a staged transaction's age is judged on it.
     pub clock: Clock,
-    /// When the Raft service last heard a leader or a candidate it voted for.
-    pub heard: crate::election_watch::Heard,
     /// Set when the node stops, so long-lived streams end and clients move on.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -135,7 +133,6 @@ impl NodeCore {
             proposer,
             peers,
             clock,
-            heard: Default::default(),
             closing: tokio::sync::watch::channel(false).0,
         }
     }

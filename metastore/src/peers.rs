@@ -118,6 +118,7 @@ pub type RaftPeerClient = RaftClient<InterceptedService<Channel, PeerCredential>
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     credential: PeerCredential,
+    heard: crate::election_watch::Heard,
     raft_lane: bool,
 }
 
@@ -143,8 +144,14 @@ impl Peers {
         Peers {
             channels: Arc::default(),
             credential: self.credential.clone(),
+            heard: self.heard.clone(),
             raft_lane: true,
         }
+    }
+
+    /// What this node's Raft traffic tells its election watch.
+    pub fn heard(&self) -> &crate::election_watch::Heard {
+        &self.heard
     }
 
     /// The credential this node gives its peers and asks of them.
