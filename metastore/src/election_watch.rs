@@ -4,13 +4,13 @@
 //! elections met a voter with a longer log, and clears that mark only when the follower next
 //! campaigns. A mark left by an earlier election therefore delays every later failover: with
 //! both survivors marked, a paused leader was not replaced for 4.7 s in the fault suite (its
-//! timeouts), until it came back; 1.6 s with the defaults. The watch asks for an election once
-//! a voter has heard from no leader or candidate for the lease plus the longest election timeout
-//! plus a heartbeat, when an unmarked follower would have campaigned already (and it knows no peer
-//! with a longer log than its own now), plus a random part
-//! of the election timeout's spread: two marked followers that last heard the same leader at the
-//! same moment would otherwise campaign together in the same term, split the vote, and do it again
-//! at every round.
+//! timeouts), until it came back; 1.6 s with the defaults.
+//!
+//! The watch asks for an election once a voter has heard from no leader or candidate for the
+//! lease plus the longest election timeout plus a heartbeat (when an unmarked follower would have
+//! campaigned already), plus a random part of the timeout's spread, and only while it knows no peer
+//! with a longer log than its own now. Without the random part, two marked followers that last
+//! heard the same leader campaigned together in the same term at every round and split the vote.
 //!
 //! [`Watch`] decides; [`start`] drives it from the node's Raft metrics and the Raft service's
 //! record of the last leader or candidate it heard ([`Heard`]).
@@ -184,9 +184,8 @@ pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timin
                 if m.vote != vote {
                     vote = m.vote;
                     // Only its own candidacy restarts the silence. A rival's rejected request
-                    // also moves the vote (to its term); counting it let two nodes with shorter
-                    // logs, campaigning in turn, keep the one with the longest log from ever
-                    // asking, and the cluster stayed leaderless after every fault had healed.
+                    // also moves the vote (to its term); counting it would let nodes with shorter
+                    // logs, campaigning in turn, keep the one with the longest log from asking.
                     if vote.leader_id().voted_for() == Some(m.id) {
                         watch.heard(now);
                     }
