@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use openraft::ServerState;
 
-use crate::credential::PeerCredential;
+use crate::peers::Peers;
 use crate::types::Raft;
 
 /// What the Raft service and the node's vote calls learn for the watch: when this node last heard
@@ -165,9 +165,10 @@ impl Watch {
 }
 
 /// Starts the watch of `raft` on the current runtime (the Raft thread's, which a busy node
-/// leaves free). Ends when Raft shuts down.
-pub fn start(raft: Raft, heard: Heard, credential: PeerCredential, timing: Timing) {
+/// leaves free), fed by what the Raft traffic of `peers` heard. Ends when Raft shuts down.
+pub fn start(raft: Raft, peers: Peers, timing: Timing) {
     tokio::spawn(async move {
+        let (heard, credential) = (peers.heard(), peers.credential());
         let mut metrics = raft.metrics();
         let mut watch = Watch::new(Instant::now(), timing.wait(rand::random()));
         let mut vote = metrics.borrow().vote;

@@ -16,8 +16,6 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
-use crate::credential::PeerCredential;
-use crate::election_watch::Heard;
 use crate::log_store::REPLICATION_BATCH_BYTES;
 use crate::peers::Peers;
 use crate::proposer::Proposer;
@@ -160,32 +158,25 @@ pub struct RaftService {
     raft: Raft,
     read_index: ReadIndex,
     proposer: Proposer,
-    credential: PeerCredential,
-    heard: Heard,
+    peers: Peers,
 }
 
 impl RaftService {
     /// Serves `raft`, the leader's read index and followers' forwarded proposals to the peers
-    /// that give `credential`, recording in `heard` each leader or candidate it accepts.
-    pub fn new(
-        raft: Raft,
-        read_index: ReadIndex,
-        proposer: Proposer,
-        credential: PeerCredential,
-        heard: Heard,
-    ) -> Self {
+    /// that give the credential of `peers`, telling its election watch each leader or candidate
+    /// it accepts.
+    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, peers: Peers) -> Self {
         Self {
             raft,
             read_index,
             proposer,
-            credential,
-            heard,
+            peers,
         }
     }
 
     /// The request's payload, from a caller that gave the cluster credential.
     fn decode_rpc<T: DeserializeOwned>(&self, req: Request<RaftPayload>) -> Result<T, Status> {
-        self.credential.check(&req)?;
+        self.peers.credential().check(&req)?;
         decode_rpc(req)
     }
 }
@@ -206,17 +197,17 @@ impl proto::raft::raft_server::Raft for RaftService {
         let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
         let res = self.raft.append_entries(rpc).await;
         if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-            self.heard.followed();
+            self.peers.heard().followed();
         }
         reply(&res)
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
-        self.heard.peer_log(rpc.last_log_id.map(|l| l.index));
+        self.peers.heard().peer_log(rpc.last_log_id.map(|l| l.index));
         let res = self.raft.vote(rpc).await;
         if matches!(&res, Ok(r) if r.vote_granted) {
-            self.heard.touch();
+            self.peers.heard().touch();
         }
         reply(&res)
     }
@@ -226,13 +217,13 @@ impl proto::raft::raft_server::Raft for RaftService {
         let vote = rpc.vote;
         let res = self.raft.install_snapshot(rpc).await;
         if matches!(&res, Ok(r) if r.vote == vote) {
-            self.heard.followed();
+            self.peers.heard().followed();
         }
         reply(&res)
     }
 
     async fn read_index(&self, req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
-        self.credential.check(&req)?;
+        self.peers.credential().check(&req)?;
         match self.read_index.read_index_as_leader().await {
             Ok(index) => Ok(Response::new(ReadIndexResponse { index })),
             Err(ReadIndexError::NotLeader) => Err(Status::failed_precondition("not the leader")),

@@ -279,22 +279,16 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     }
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
     crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
-    {
-        let (raft, heard, credential) = (
-            raft.clone(),
-            core.peers.heard().clone(),
-            core.peers.credential().clone(),
-        );
-        let timing = crate::election_watch::Timing::from_raft(
-            cfg.raft.heartbeat_ms,
-            cfg.raft.election_min_ms,
-            cfg.raft.election_max_ms,
-        );
-        // On the Raft thread: a node busy serving clients must still notice a silent leader.
-        raft_thread
-            .handle()
-            .spawn(async move { crate::election_watch::start(raft, heard, credential, timing) });
-    }
+    let timing = crate::election_watch::Timing::from_raft(
+        cfg.raft.heartbeat_ms,
+        cfg.raft.election_min_ms,
+        cfg.raft.election_max_ms,
+    );
+    let (watched, peers) = (raft.clone(), core.peers.clone());
+    // On the Raft thread: a node busy serving clients must still notice a silent leader.
+    raft_thread
+        .handle()
+        .spawn(async move { crate::election_watch::start(watched, peers, timing) });
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -364,8 +358,7 @@ fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
         core.raft.clone(),
         core.read_index.clone(),
         core.proposer.clone(),
-        core.peers.credential().clone(),
-        core.peers.heard().clone(),
+        core.peers.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)
     .max_encoding_message_size(MAX_MESSAGE)
