@@ -30,7 +30,8 @@
 # Kafka's own default heap, 1 GiB (KAFKA_NODE_HEAP), and kafka-cluster.sh's other defaults; Ferry's with tools/bench/ferry-cluster.sh
 # (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
 # Settings (environment): RECORDS, RECORD_BYTES, SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
-# COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION,
+# COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION, KEEP_WORK=1 (keep
+# the scratch dir and the nodes' logs),
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,7 +54,7 @@ kafka_dir=$work/kafka
 cleanup() {
   stop_all
   [ -d "$kafka_dir" ] && tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${KEEP_WORK:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 results=$work/results.jsonl

@@ -76,8 +76,25 @@ fn no_huge_pages() {
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
+/// mimalloc's `mi_option_purge_delay`: its place in `mi_option_t` (mimalloc.h, v2 and v3 alike).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps memory the process freed for its own reuse instead of returning it to the kernel after
+/// a second (mimalloc's default). A 1,000,000-partition submit applies for tens of seconds on
+/// each node, and memory returned meanwhile was faulted in and zeroed again: that zeroing took
+/// 40% of the applying thread's time. Kept, the submit took 17.6-21.9 s instead of 29.5-54.7 s
+/// (peak RSS 4.5 instead of 3.8 GiB). `MIMALLOC_PURGE_DELAY` in the environment still wins.
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one integer option of the allocator; any value is valid, and -1 means
+        // never purge.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    }
+}
+
 fn main() {
     no_huge_pages();
+    keep_freed_memory();
     let matches = Cli::command().get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
     // `ferry node --config FILE` fills what no flag or FERRY_* variable gave, before the runtime
@@ -249,5 +266,25 @@ impl Bootstrap {
     /// A data and admin client of the named quorum nodes.
     pub fn cluster(&self) -> anyhow::Result<broker::ClusterClient> {
         Ok(broker::ClusterClient::new(&self.endpoints())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_delay_option_is_the_one_set() {
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+            return;
+        }
+        // mimalloc v3's default purge delay is 1,000 ms, and no option next to it defaults to
+        // that: reading 1,000 at the index proves it names the purge delay.
+        // SAFETY: reads one integer option.
+        let default = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        assert_eq!(default, 1000);
+        keep_freed_memory();
+        // SAFETY: as above.
+        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) }, -1);
     }
 }

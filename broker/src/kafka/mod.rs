@@ -211,6 +211,7 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
     let header_version = api.request_header_version(if served { version } else { 3 });
     let header = RequestHeader::decode(&mut frame, header_version).map_err(malformed)?;
     let c = header.correlation_id;
+    let started = std::time::Instant::now();
     if let Some((fields, flexible)) = schemas::schema(api, version) {
         walk::walk(&frame, &fields, flexible)?;
     }
@@ -287,6 +288,13 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
         }
         _ => Err(ConnError::Unsupported(key, version)),
     }?;
+    // Per-request timings, to find where a client's time goes.
+    tracing::debug!(
+        ?api,
+        version,
+        ms = started.elapsed().as_millis() as u64,
+        "kafka request served"
+    );
     Ok(Some(answer))
 }
 
