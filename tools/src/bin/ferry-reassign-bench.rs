@@ -6,7 +6,9 @@
 //! replica of the new topic exists, so that their creation is not timed as part of the move, and
 //! cancel-all is timed twice: right after a submit, while the brokers start creating the adding
 //! replicas (`cancel_busy_s`), and over moves whose adding replicas exist (`cancel_all_s`).
-//! Prints a table and JSON lines.
+//! The leader answers a submit once it has applied it; `applied_s` is the time until every
+//! quorum node has, and the next step waits for that, so that it is not timed while followers
+//! still apply. Prints a table and JSON lines.
 
 use std::time::{Duration, Instant};
 
@@ -302,11 +304,31 @@ async fn main() -> anyhow::Result<()> {
         over_limit(&c, &m, &a.server_pids).await?;
         return unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await;
     }
-    println!("partitions  create_s  submit_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib  term_start  term_end");
+    println!("partitions  create_s  submit_s  applied_s  exist_s  complete_s  cancel_busy_s  cancel_all_s  peak_rss_mib  term_start  term_end");
     for &n in &a.partitions {
         measure(&a, &c, &m, n).await?;
     }
     unregister_fake(&endpoints, &a.fake_brokers, a.cluster_credential_file.as_deref()).await?;
+    Ok(())
+}
+
+/// Waits until every node's revision is at least the highest one any node reports now.
+async fn wait_all_applied(m: &metastore::Client, timeout_s: u64) -> anyhow::Result<()> {
+    let nodes = m.endpoints().len();
+    let revision = |i| async move { m.status_of(i).await.ok().and_then(|s| s.header).map(|h| h.revision) };
+    let mut target = 0;
+    for i in 0..nodes {
+        target = target.max(revision(i).await.unwrap_or(0));
+    }
+    let deadline = Instant::now() + Duration::from_secs(timeout_s);
+    for i in 0..nodes {
+        while revision(i).await.is_none_or(|r| r < target) {
+            if Instant::now() > deadline {
+                bail!("node {i} did not apply revision {target} in {timeout_s} s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     Ok(())
 }
 
@@ -377,6 +399,7 @@ async fn measure(a: &Args, c: &ClusterClient, m: &metastore::Client, n: u32) -> 
     let t = Instant::now();
     create_topic(c, &topic, n).await?;
     let create_s = t.elapsed().as_secs_f64();
+    wait_all_applied(m, a.timeout_s).await?;
     if a.fake_brokers.is_empty() {
         // The move starts from a topic whose replicas all exist, as it would in production:
         // otherwise the first broker's creating them is timed as part of the move.
@@ -390,6 +413,8 @@ async fn measure(a: &Args, c: &ClusterClient, m: &metastore::Client, n: u32) -> 
     let t = Instant::now();
     alter(c, &topic, n, Some(2)).await?;
     let submit_s = t.elapsed().as_secs_f64();
+    wait_all_applied(m, a.timeout_s).await?;
+    let applied_s = t.elapsed().as_secs_f64();
     let mut complete_s = f64::NAN;
     let mut exist_s = f64::NAN;
     let mut cancel_busy_s = f64::NAN;
@@ -412,11 +437,11 @@ async fn measure(a: &Args, c: &ClusterClient, m: &metastore::Client, n: u32) -> 
     // A term that moved means the requests caused elections.
     let term_end = m.highest_term().await.unwrap_or(0);
     println!(
-        "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}  {term_start:>10}  {term_end:>8}"
+        "{n:>10}  {create_s:>8.2}  {submit_s:>8.2}  {applied_s:>9.2}  {exist_s:>7.2}  {complete_s:>10.2}  {cancel_busy_s:>13.2}  {cancel_s:>12.2}  {peak:>12.0}  {term_start:>10}  {term_end:>8}"
     );
     println!(
         "{}",
-        serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s,
+        serde_json::json!({"workload": "reassign", "partitions": n, "create_s": create_s, "submit_s": submit_s, "applied_s": applied_s,
             "exist_s": exist_s, "complete_s": complete_s, "cancel_busy_s": cancel_busy_s, "cancel_all_s": cancel_s, "cancelled": cancelled, "peak_rss_mib": peak,
             "raft_term_start": term_start, "raft_term_end": term_end})
     );
