@@ -258,7 +258,7 @@ cancel() { # system bootstrap
   local sys=$1 bs=$2 specs=() plan moving started
   if ! create_on_broker_1 "$bs" cx "$CANCEL" "$CANCEL_TOPIC_PARTITIONS" ||
     ! python3 tools/bench/fill-partitions.py "$bs" 102400 "${specs[@]}"; then
-    echo "$sys: filling the cancel run's partitions failed" >&2
+    echo "$sys: creating or filling the cancel run's partitions failed" >&2
     record "$sys" "cancel_${CANCEL}_moving" null
     record "$sys" "cancel_${CANCEL}_s" null
     return 0

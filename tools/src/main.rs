@@ -82,8 +82,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Keeps memory the process freed for its own reuse instead of returning it to the kernel after
 /// a second (mimalloc's default). A 1,000,000-partition submit applies for tens of seconds on
 /// each node, and memory returned meanwhile was faulted in and zeroed again: that zeroing took
-/// 40% of the applying thread's time. Kept, the submit took 17.6-21.9 s instead of 29.5-54.7 s
-/// (peak RSS 4.5 instead of 3.8 GiB). `MIMALLOC_PURGE_DELAY` in the environment still wins.
+/// 40% of the applying thread's time; kept, the submit takes about half as long, for a higher
+/// peak RSS. `MIMALLOC_PURGE_DELAY` in the environment still wins.
 fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets one integer option of the allocator; any value is valid, and -1 means
