@@ -223,6 +223,7 @@ impl BrokerCore {
         self.replica_throttle(
             r,
             follower,
+            self.id,
             proto::topic_config::LEADER_THROTTLED_REPLICAS,
             proto::topic_config::LEADER_THROTTLED_RATE,
         )
@@ -234,6 +235,7 @@ impl BrokerCore {
         self.replica_throttle(
             r,
             self.id,
+            self.id,
             proto::topic_config::FOLLOWER_THROTTLED_REPLICAS,
             proto::topic_config::FOLLOWER_THROTTLED_RATE,
         )
@@ -241,9 +243,17 @@ impl BrokerCore {
 
     /// The throttle on copying `r` to `replica`, which applies only while the replica is out of
     /// the ISR: a throttle owned by the partition's reassignment when the replica is being added,
-    /// and the operator's `rate_key` on this broker when the topic's `replicas_key` names the
-    /// replica; the lower rate wins.
-    fn replica_throttle(&self, r: &Replica, replica: i32, replicas_key: &str, rate_key: &str) -> Option<u64> {
+    /// and the operator's `rate_key` on this broker when the topic's `replicas_key` names
+    /// `listed`, this broker's own replica: the leader list names the sources and the follower
+    /// list the destinations, as Kafka's tool writes them. The lower rate wins.
+    fn replica_throttle(
+        &self,
+        r: &Replica,
+        replica: i32,
+        listed: i32,
+        replicas_key: &str,
+        rate_key: &str,
+    ) -> Option<u64> {
         let owned = {
             let st = r.state();
             let m = &st.meta;
@@ -252,7 +262,7 @@ impl BrokerCore {
             }
             (m.throttle_rate > 0 && m.adding.contains(&replica)).then_some(m.throttle_rate)
         };
-        let manual = self.manual_throttle(r, replicas_key, rate_key, replica);
+        let manual = self.manual_throttle(r, replicas_key, rate_key, listed);
         match (owned, manual) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

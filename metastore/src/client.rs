@@ -398,7 +398,19 @@ impl Client {
             // Kept for a retry elsewhere should leadership move during the call (a copy, so a
             // large request briefly takes twice its memory); the commit's request id makes the
             // retry apply the transaction at most once.
-            let retry = req.clone();
+            let retry = if req.ops.len() + req.guards.len() > crate::service::BIG_TXN_ITEMS {
+                // Seconds of copying for a million-partition request: not on a runtime thread.
+                let (r, copy) = tokio::task::spawn_blocking(move || {
+                    let copy = req.clone();
+                    (req, copy)
+                })
+                .await
+                .map_err(|e| ClientError::Server(tonic::Status::internal(format!("copying a transaction: {e}"))))?;
+                req = r;
+                copy
+            } else {
+                req.clone()
+            };
             use proto::metastore::metastore_server::Metastore;
             match l.service.txn(trusted(req)).await {
                 Ok(r) => return Ok(r.into_inner()),

@@ -25,7 +25,7 @@ pub use crate::node_core::{Deadlines, NodeCore, MAYBE_APPLIED, NOT_APPLIED, WRIT
 /// Metadata key set on a request a follower forwards, so it is forwarded at most once.
 const FORWARDED: &str = "x-ferry-forwarded";
 /// Operations and guards past which a transaction is checked on a blocking thread.
-const BIG_TXN_ITEMS: usize = 10_000;
+pub(crate) const BIG_TXN_ITEMS: usize = 10_000;
 
 impl From<InvalidRequest> for Status {
     fn from(e: InvalidRequest) -> Self {

@@ -25,18 +25,49 @@ pub struct Proposal {
 /// The layout of a [`Proposal`] segment. Committed segments are decoded again on every replay,
 /// so a segment layout, once written, stays decodable: a new layout gets a new number.
 const SEGMENT_VERSION: u8 = 2;
+/// A [`SEGMENT_VERSION`] segment's encoding, without its version byte, compressed with zstd.
+const SEGMENT_ZSTD: u8 = 3;
+/// Segments from this size up are compressed: a large transaction's staged chunks repeat key
+/// prefixes, and every node writes, sends and keeps them in its log.
+const COMPRESS_FROM: usize = 64 << 10;
+/// Most bytes a compressed segment may expand to. Larger segments (a single value over it) are
+/// not compressed, so a compressed one that expands past this is malformed, not an allocation.
+const COMPRESSED_MAX: usize = 8 << 20;
 
-/// Encodes one caller's commands as a [`Proposal`] segment.
+/// Encodes one caller's commands as a [`Proposal`] segment, compressed from [`COMPRESS_FROM`].
 pub fn encode_segment(commands: &[Command]) -> Bytes {
     let mut out = vec![SEGMENT_VERSION];
     crate::codec::encode_into(&commands, &mut out);
+    if (COMPRESS_FROM..=COMPRESSED_MAX).contains(&out.len()) {
+        let mut packed = vec![SEGMENT_ZSTD];
+        // Level 1: the chunks are on the write path of the request that made them.
+        if zstd::stream::copy_encode(&out[1..], &mut packed, 1).is_ok() && packed.len() < out.len() {
+            return packed.into();
+        }
+    }
     out.into()
 }
 
 /// Decodes a [`Proposal`] segment. Every node decodes the same bytes alike, so a segment that
 /// does not decode is refused the same way everywhere.
 pub fn decode_segment(segment: &[u8]) -> Result<Vec<Command>, crate::codec::CodecError> {
-    crate::codec::decode_versions(segment, &[SEGMENT_VERSION])
+    use std::io::Read;
+    let Some((&SEGMENT_ZSTD, packed)) = segment.split_first() else {
+        return crate::codec::decode_versions(segment, &[SEGMENT_VERSION]);
+    };
+    let malformed = |e: std::io::Error| crate::codec::CodecError::Malformed(format!("compressed segment: {e}"));
+    let mut plain = vec![SEGMENT_VERSION];
+    zstd::stream::read::Decoder::new(packed)
+        .map_err(malformed)?
+        .take(COMPRESSED_MAX as u64)
+        .read_to_end(&mut plain)
+        .map_err(malformed)?;
+    if plain.len() > COMPRESSED_MAX {
+        return Err(crate::codec::CodecError::Malformed(format!(
+            "compressed segment expands past {COMPRESSED_MAX} bytes"
+        )));
+    }
+    crate::codec::decode_versions(&plain, &[SEGMENT_VERSION])
 }
 
 /// The results of a [`Proposal`]: per segment, one per command (or one refusal for a segment
@@ -251,4 +282,57 @@ pub enum CommandResult {
         /// Why, for people.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn puts(n: usize) -> Command {
+        let ops = (0..n)
+            .map(|i| Op::Put {
+                key: format!("/brokers/topics/t/partitions/{i}"),
+                value: Bytes::from(vec![8, 1, 8, 2, 32, 1]),
+                lease: 0,
+            })
+            .collect();
+        Command {
+            request_id: Some("r".into()),
+            kind: CommandKind::Txn(Txn { guards: vec![], ops }),
+        }
+    }
+
+    #[test]
+    fn a_large_segment_is_compressed_and_reads_back() {
+        let small = encode_segment(&[puts(3)]);
+        assert_eq!(small[0], SEGMENT_VERSION);
+        let big = vec![puts(20_000)];
+        let segment = encode_segment(&big);
+        assert_eq!(segment[0], SEGMENT_ZSTD);
+        let mut plain = vec![SEGMENT_VERSION];
+        crate::codec::encode_into(&big, &mut plain);
+        assert!(
+            segment.len() * 4 < plain.len(),
+            "{} of {} bytes",
+            segment.len(),
+            plain.len()
+        );
+        assert_eq!(decode_segment(&segment).expect("decodes"), big);
+        assert_eq!(decode_segment(&small).expect("decodes"), vec![puts(3)]);
+    }
+
+    #[test]
+    fn a_compressed_segment_that_expands_too_far_is_malformed() {
+        let mut bomb = vec![SEGMENT_ZSTD];
+        zstd::stream::copy_encode(&vec![0u8; COMPRESSED_MAX + 1][..], &mut bomb, 1).expect("compresses");
+        assert!(bomb.len() < 4096);
+        assert!(matches!(
+            decode_segment(&bomb),
+            Err(crate::codec::CodecError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode_segment(&[SEGMENT_ZSTD, 1, 2, 3]),
+            Err(crate::codec::CodecError::Malformed(_))
+        ));
+    }
 }

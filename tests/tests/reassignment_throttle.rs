@@ -161,6 +161,47 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_throttle_set_by_hand_on_the_source_replicas_holds_the_new_replica_back() {
+    const LEADER_RATE: f64 = 4_000_000.0;
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    create(&c, "lead", vec![vec![1, 2]], &[]).await;
+    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "lead", 0, &[1, 2])).await;
+    tests::reassign::produce_n(&c, "lead", 0, 200, 100, 1000).await; // about 20 MB
+    let size = log_size(&c, 1, "lead").await;
+    assert!(size > 10_000_000, "{size}");
+    // As Kafka's tool writes it: the leader list names the replicas the data comes from (the
+    // leader, broker 1, among them), not the one being added.
+    set_config(&c, Type::Broker, "1", "leader.replication.throttled.rate", "4000000").await;
+    set_config(
+        &c,
+        Type::Topic,
+        "lead",
+        "leader.replication.throttled.replicas",
+        "0:1,0:2",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await; // the brokers follow config changes
+
+    let started = Instant::now();
+    ok(&alter(&c, &[("lead", 0, Some(vec![1, 2, 4]))], None).await);
+    wait_until(Duration::from_secs(120), "the move to finish", || async {
+        list(&c).await.reassignments.is_empty()
+    })
+    .await;
+    let took = started.elapsed().as_secs_f64();
+    let ratio = took / (size as f64 / LEADER_RATE);
+    eprintln!("moved {size} bytes in {took:.1} s under a {LEADER_RATE} B/s leader throttle: {ratio:.2}");
+    // Only the lower bound: a slow machine may take longer, but no machine is faster than the
+    // throttle lets it be.
+    assert!(
+        ratio >= 0.8,
+        "took {took:.1} s, {ratio:.2} of size/rate: the throttle did not hold"
+    );
+}
+
 /// The bytes of `topic` in `broker`'s log dirs.
 async fn log_size(c: &broker::ClusterClient, broker: i32, topic: &str) -> u64 {
     c.describe_log_dirs(&[broker], &[topic.to_string()])

@@ -12,7 +12,8 @@ bin=$PWD/target/release
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-reassign-scale.XXXXXX")
 pids=()
 . tools/bench/ferry-cluster.sh
-trap 'stop_all; rm -rf "$work"' EXIT
+# KEEP_WORK=1 keeps the nodes' data dirs and logs.
+trap 'stop_all; if [ -n "${KEEP_WORK:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi' EXIT
 FERRY_NODE_ARGS="--roles quorum ${FERRY_EXTRA_NODE_ARGS:-}" start_ferry_cluster "${FERRY_BENCH_PORT:-17761}"
 "$bin/ferry-reassign-bench" --bootstrap-server "$endpoints" --partitions "$PARTITIONS" \
   --fake-brokers 1,2,3 --no-complete --server-pids "$server_pids" \

@@ -6,6 +6,9 @@
 #     partition of a topic on broker 1 moves to broker 2 with one
 #     `kafka-reassign-partitions --execute`; the time until it is accepted, then until
 #     `--list` shows no move left;
+#   - the same submit by one request from kafka-python (submit-api.py) for each size in
+#     API_SIZES, on partitions of its own, after the runs above: the time to accepted without
+#     the tool's JVM start and its reads before the request (the _api_ rows; not waited for);
 #   - cancel: CANCEL partitions on broker 1, one 100 KiB record each (fill-partitions.py), start
 #     moving to broker 2 under a 1 B/s throttle (Kafka's first fetch still copies up to 10 MiB,
 #     so about 100 partitions may finish); the number still moving, then the time from
@@ -29,7 +32,7 @@
 # Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
 # Kafka's own default heap, 1 GiB (KAFKA_NODE_HEAP), and kafka-cluster.sh's other defaults; Ferry's with tools/bench/ferry-cluster.sh
 # (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
-# Settings (environment): RECORDS, RECORD_BYTES, SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
+# Settings (environment): RECORDS, RECORD_BYTES, SIZES, API_SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION, KEEP_WORK=1 (keep
 # the scratch dir and the nodes' logs),
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
@@ -39,6 +42,7 @@ cd "$(dirname "$0")/../.."
 RECORDS=${RECORDS:-100000}
 RECORD_BYTES=${RECORD_BYTES:-1024}
 SIZES=${SIZES-1000 10000 100000}
+API_SIZES=${API_SIZES-1000 10000}
 CANCEL=${CANCEL:-10000}
 MOVE_MB=${MOVE_MB:-1024}
 RATES=${RATES-10 50}
@@ -162,6 +166,30 @@ submit() { # system bootstrap size
     echo "$1: moves of $n partitions not complete after ${COMPLETE_TIMEOUT:-300} s" >&2
     record "$1" "submit_${n}_complete_s" null
   fi
+}
+
+# SIZE new partitions on broker 1 moved to broker 2 by one AlterPartitionReassignments from
+# kafka-python, timed from the request to its answer. Last in a run: the moves are not waited
+# for, and Kafka's tool refuses a submit while any move is in progress.
+submit_api() { # system bootstrap size
+  local n=$3 plan specs=() secs
+  if ! create_on_broker_1 "$2" "ra$n" "$n" "$TOPIC_PARTITIONS"; then
+    echo "$1: creating the $n partitions of the API submit failed" >&2
+    record "$1" "submit_${n}_api_accepted_s" null
+    return 0
+  fi
+  plan=$work/plan-api-$1-$n.json
+  plan_to_broker_2 "$plan"
+  for _ in $(seq 1 30); do
+    secs=$(python3 tools/bench/submit-api.py "$2" "$plan" 2 2>"$work/api.err") && break
+    grep -q "UnknownTopicOrPartition" "$work/api.err" || break
+    sleep 1
+  done
+  if [ -z "$secs" ]; then
+    echo "$1 refused an API submit of $n partitions: $(tail -n 1 "$work/api.err")" >&2
+    secs=null
+  fi
+  record "$1" "submit_${n}_api_accepted_s" "$secs"
 }
 
 # One partition moving to broker TO (and, given, into log dir DIR): the Kafka tool's plan file.
@@ -314,6 +342,7 @@ run_kafka() {
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
+  for n in $API_SIZES; do submit_api kafka "$bootstrap" "$n"; done
   local active
   active=$(tools/bench/kafka-cluster.sh active-controller "$kafka_dir")
   failover kafka "${KAFKA_BASE_PORT:-19092}" "$active" \
@@ -331,6 +360,7 @@ run_ferry() {
   cancel ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
+  for n in $API_SIZES; do submit_api ferry "$bootstrap" "$n"; done
   # Ferry's active controller runs beside the Raft leader.
   local leader
   leader=$("$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
@@ -348,10 +378,10 @@ rows = {}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     rows.setdefault(r["metric"], {})[r["system"]] = r["value"]
-print(f"{'metric':<28}{'kafka':>12}{'ferry':>12}{'ferry/kafka':>13}")
+print(f"{'metric':<32}{'kafka':>12}{'ferry':>12}{'ferry/kafka':>13}")
 for metric, v in rows.items():
     k, f = v.get("kafka"), v.get("ferry")
     ratio = f"{f / k:.2f}" if isinstance(k, (int, float)) and isinstance(f, (int, float)) and k else "-"
     show = lambda x: "n/a" if x is None else f"{x:g}"
-    print(f"{metric:<28}{show(k) if 'kafka' in v else '-':>12}{show(f) if 'ferry' in v else '-':>12}{ratio:>13}")
+    print(f"{metric:<32}{show(k) if 'kafka' in v else '-':>12}{show(f) if 'ferry' in v else '-':>12}{ratio:>13}")
 EOF
