@@ -268,8 +268,8 @@ fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) ->
 /// The changes that roll every move back: (changes, cancelled partitions, refusals).
 fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
     let live = view.live_brokers();
-    let mut changes = Vec::new();
-    let mut cancelled = Vec::new();
+    let mut changes = Vec::with_capacity(moving.len());
+    let mut cancelled = Vec::with_capacity(moving.len());
     let mut refused = Vec::new();
     for ((topic, p), (record, rrev)) in moving {
         let Some(entry) = view.partition(topic, *p) else {
