@@ -108,8 +108,9 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
     let expected = bytes / RATE as f64;
     let ratio = took / expected;
     eprintln!("moved {bytes} bytes in {took:.1} s at {RATE} B/s: {ratio:.2} of size/rate");
+    // Only the lower bound: a slow machine may take longer, but none is faster than the throttle.
     assert!(
-        (0.9..=1.5).contains(&ratio),
+        ratio >= 0.9,
         "took {took:.1} s, {ratio:.2} of the {expected:.1} s expected"
     );
 
@@ -149,10 +150,8 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
     let took = started.elapsed().as_secs_f64();
     let ratio = took / (size as f64 / FOLLOWER_RATE);
     eprintln!("moved {size} bytes in {took:.1} s under a {FOLLOWER_RATE} B/s follower throttle: {ratio:.2}");
-    assert!(
-        (0.9..=1.5).contains(&ratio),
-        "took {took:.1} s, {ratio:.2} of size/rate"
-    );
+    // Only the lower bound, as above.
+    assert!(ratio >= 0.9, "took {took:.1} s, {ratio:.2} of size/rate");
     // Set by hand, so still there after the move.
     let topic = config_of(&c, Type::Topic, "fol").await;
     assert_eq!(
