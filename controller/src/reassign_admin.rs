@@ -313,6 +313,8 @@ pub(crate) fn plan_alter(
 /// The guards and ops of `changes`, after `guards`.
 pub(crate) fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
     guards.reserve(changes.iter().map(|c| c.guards.len()).sum());
+    // Room for the few ops callers append (the submit epoch, the cancel marker), so that no
+    // push copies a million-op vector.
     let mut ops = Vec::with_capacity(changes.iter().map(|c| c.ops.len()).sum::<usize>() + 2);
     for c in changes {
         guards.extend(c.guards);

@@ -125,33 +125,58 @@ async fn a_throttled_move_keeps_its_rate_and_its_throttle_goes_with_it() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() {
-    const FOLLOWER_RATE: f64 = 4_000_000.0;
-    let dir = tempfile::tempdir().unwrap();
-    let f = start_four(dir.path());
-    let c = f.client.clone();
-    create(&c, "fol", vec![vec![1, 2]], &[]).await;
-    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "fol", 0, &[1, 2])).await;
-    tests::reassign::produce_n(&c, "fol", 0, 200, 100, 1000).await; // about 20 MB
-    let size = log_size(&c, 1, "fol").await;
+/// The rate the throttles set by hand below hold a move to, in bytes/s.
+const HAND_RATE: f64 = 4_000_000.0;
+
+/// Moves `topic`-0 (about 20 MB on brokers 1 and 2) to [1, 2, 4] under a throttle set by hand:
+/// `rate_key` at [`HAND_RATE`] on `broker`, and the topic's `list_key` set to `replicas`. Returns
+/// the move's time over size/rate.
+async fn move_under_hand_throttle(
+    c: &broker::ClusterClient,
+    topic: &str,
+    broker: &str,
+    rate_key: &str,
+    list_key: &str,
+    replicas: &str,
+) -> f64 {
+    create(c, topic, vec![vec![1, 2]], &[]).await;
+    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(c, topic, 0, &[1, 2])).await;
+    tests::reassign::produce_n(c, topic, 0, 200, 100, 1000).await; // about 20 MB
+    let size = log_size(c, 1, topic).await;
     assert!(size > 10_000_000, "{size}");
-    // The operator's follower-side throttle: on broker 4, for replica 4 of fol-0.
-    set_config(&c, Type::Broker, "4", "follower.replication.throttled.rate", "4000000").await;
-    set_config(&c, Type::Topic, "fol", "follower.replication.throttled.replicas", "0:4").await;
+    set_config(c, Type::Broker, broker, rate_key, &(HAND_RATE as u64).to_string()).await;
+    set_config(c, Type::Topic, topic, list_key, replicas).await;
     tokio::time::sleep(Duration::from_secs(1)).await; // the brokers follow config changes
 
     let started = Instant::now();
-    ok(&alter(&c, &[("fol", 0, Some(vec![1, 2, 4]))], None).await);
+    ok(&alter(c, &[(topic, 0, Some(vec![1, 2, 4]))], None).await);
     wait_until(Duration::from_secs(120), "the move to finish", || async {
-        list(&c).await.reassignments.is_empty()
+        list(c).await.reassignments.is_empty()
     })
     .await;
     let took = started.elapsed().as_secs_f64();
-    let ratio = took / (size as f64 / FOLLOWER_RATE);
-    eprintln!("moved {size} bytes in {took:.1} s under a {FOLLOWER_RATE} B/s follower throttle: {ratio:.2}");
+    let ratio = took / (size as f64 / HAND_RATE);
+    eprintln!("moved {size} bytes in {took:.1} s under {rate_key} {HAND_RATE} B/s: {ratio:.2}");
+    ratio
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    // The operator's follower-side throttle: on broker 4, for replica 4 of fol-0.
+    let ratio = move_under_hand_throttle(
+        &c,
+        "fol",
+        "4",
+        "follower.replication.throttled.rate",
+        "follower.replication.throttled.replicas",
+        "0:4",
+    )
+    .await;
     // Only the lower bound, as above.
-    assert!(ratio >= 0.9, "took {took:.1} s, {ratio:.2} of size/rate");
+    assert!(ratio >= 0.9, "{ratio:.2} of size/rate");
     // Set by hand, so still there after the move.
     let topic = config_of(&c, Type::Topic, "fol").await;
     assert_eq!(
@@ -162,43 +187,22 @@ async fn a_follower_throttle_set_by_hand_holds_the_new_replica_back_and_stays() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_throttle_set_by_hand_on_the_source_replicas_holds_the_new_replica_back() {
-    const LEADER_RATE: f64 = 4_000_000.0;
     let dir = tempfile::tempdir().unwrap();
     let f = start_four(dir.path());
-    let c = f.client.clone();
-    create(&c, "lead", vec![vec![1, 2]], &[]).await;
-    wait_until(Duration::from_secs(30), "a full ISR", || isr_is(&c, "lead", 0, &[1, 2])).await;
-    tests::reassign::produce_n(&c, "lead", 0, 200, 100, 1000).await; // about 20 MB
-    let size = log_size(&c, 1, "lead").await;
-    assert!(size > 10_000_000, "{size}");
     // As Kafka's tool writes it: the leader list names the replicas the data comes from (the
     // leader, broker 1, among them), not the one being added.
-    set_config(&c, Type::Broker, "1", "leader.replication.throttled.rate", "4000000").await;
-    set_config(
-        &c,
-        Type::Topic,
+    let ratio = move_under_hand_throttle(
+        &f.client,
         "lead",
+        "1",
+        "leader.replication.throttled.rate",
         "leader.replication.throttled.replicas",
         "0:1,0:2",
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await; // the brokers follow config changes
-
-    let started = Instant::now();
-    ok(&alter(&c, &[("lead", 0, Some(vec![1, 2, 4]))], None).await);
-    wait_until(Duration::from_secs(120), "the move to finish", || async {
-        list(&c).await.reassignments.is_empty()
-    })
-    .await;
-    let took = started.elapsed().as_secs_f64();
-    let ratio = took / (size as f64 / LEADER_RATE);
-    eprintln!("moved {size} bytes in {took:.1} s under a {LEADER_RATE} B/s leader throttle: {ratio:.2}");
     // Only the lower bound: a slow machine may take longer, but no machine is faster than the
     // throttle lets it be.
-    assert!(
-        ratio >= 0.8,
-        "took {took:.1} s, {ratio:.2} of size/rate: the throttle did not hold"
-    );
+    assert!(ratio >= 0.8, "{ratio:.2} of size/rate: the throttle did not hold");
 }
 
 /// The bytes of `topic` in `broker`'s log dirs.
