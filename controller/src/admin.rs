@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::limits::RequestLimits;
 use crate::partition_change::{Election, IsrChange};
 use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
-use crate::store::{at_revision, load_partition_view, load_view, put_op};
+use crate::store::{at_revision, load_partition_view, load_topics_view, load_view, put_op, TopicDepth};
 use crate::write_runner::{Plan, Runner};
 use crate::{configs, reassign_admin, reassign_cancel, reassign_progress, topics_admin};
 
@@ -140,7 +140,13 @@ impl Admin for AdminService {
                 error_message: e.message,
             }));
         }
-        let view = load_view(&self.client).await.map_err(status)?;
+        // Topics named are read alone, not the whole cluster with them.
+        let view = if req.topics.is_empty() {
+            load_view(&self.client).await
+        } else {
+            load_topics_view(&self.client, &req.topics, TopicDepth::AllPartitions).await
+        }
+        .map_err(status)?;
         let names: Vec<String> = if req.topics.is_empty() {
             view.topics.keys().cloned().collect()
         } else {
@@ -322,7 +328,10 @@ impl Admin for AdminService {
         let with_progress = req.with_progress;
         let mut r = reassign_admin::list(&self.client, req).await.map_err(status)?;
         if with_progress && !r.reassignments.is_empty() {
-            let view = load_view(&self.client).await.map_err(status)?;
+            let topics = reassign_admin::topics_of(r.reassignments.iter().map(|m| m.topic.as_str()));
+            let view = load_topics_view(&self.client, &topics, TopicDepth::AllPartitions)
+                .await
+                .map_err(status)?;
             let sizes = reassign_progress::replica_sizes(&view, &self.channels, &r.reassignments).await;
             let leaders = reassign_progress::leaders(&view, &r.reassignments);
             self.progress.fill(&mut r.reassignments, &leaders, &sizes);

@@ -17,30 +17,45 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 
 use crate::reassignment;
-use crate::store::{at_revision, load_view, put_op};
+use crate::store::{at_revision, load_topics_view, put_op, read_alone, TopicDepth};
 use crate::write_runner::{Plan, Runner};
 
 /// In-flight reassignments by partition, with their key's revision.
 pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
 
-/// Reads every reassignment record and whether the cancel-all marker is present (with its
-/// revision, 0 when absent).
-pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64), metastore::ClientError> {
-    // One read covers the records and the marker (both start with this), so they come from one
-    // revision and cost one read index.
-    const RECORDS_AND_MARKER: &str = "/admin/reassign";
-    debug_assert!(keys::REASSIGNMENTS.starts_with(RECORDS_AND_MARKER));
-    debug_assert!(keys::REASSIGN_CANCEL.starts_with(RECORDS_AND_MARKER));
-    let resp = client
-        .range_req(pb::RangeRequest {
-            prefix: RECORDS_AND_MARKER.into(),
-            ..Default::default()
-        })
-        .await?;
+/// Reads the reassignment records of `topics` (every record when `None`) and whether the
+/// cancel-all marker is present (with its revision, 0 when absent).
+pub async fn load_reassignments(
+    client: &Client,
+    topics: Option<&[String]>,
+) -> Result<(Reassignments, u64), metastore::ClientError> {
+    let kvs = match topics {
+        None => {
+            // One read covers the records and the marker (both start with this), so they come
+            // from one revision and cost one read index.
+            const RECORDS_AND_MARKER: &str = "/admin/reassign";
+            debug_assert!(keys::REASSIGNMENTS.starts_with(RECORDS_AND_MARKER));
+            debug_assert!(keys::REASSIGN_CANCEL.starts_with(RECORDS_AND_MARKER));
+            let resp = client.range_req(range(RECORDS_AND_MARKER.into())).await?;
+            resp.kvs
+        }
+        Some(topics) => {
+            let records = futures::future::try_join_all(
+                topics
+                    .iter()
+                    .map(|t| client.range_req(range(keys::topic_reassignments(t)))),
+            );
+            let (marker, records) = tokio::try_join!(client.get(keys::REASSIGN_CANCEL), records)?;
+            marker
+                .into_iter()
+                .chain(records.into_iter().flat_map(|r| r.kvs))
+                .collect()
+        }
+    };
     Ok(crate::off_runtime(move || {
         let mut out = BTreeMap::new();
         let mut marker = 0;
-        for kv in resp.kvs {
+        for kv in kvs {
             if kv.key == keys::REASSIGN_CANCEL {
                 marker = kv.mod_revision;
                 continue;
@@ -55,6 +70,28 @@ pub async fn load_reassignments(client: &Client) -> Result<(Reassignments, u64),
         (out, marker)
     })
     .await)
+}
+
+/// A read of every key under `prefix`.
+fn range(prefix: String) -> pb::RangeRequest {
+    pb::RangeRequest {
+        prefix,
+        ..Default::default()
+    }
+}
+
+/// The distinct topics of a request's partitions.
+pub(crate) fn topics_of<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let (mut set, mut last) = (BTreeSet::new(), None);
+    // A request names a topic's partitions together: a million of them cost one insert each
+    // only when they are scattered.
+    for n in names {
+        if last != Some(n) {
+            set.insert(n);
+            last = Some(n);
+        }
+    }
+    set.into_iter().map(str::to_string).collect()
 }
 
 /// A delete of `key`.
@@ -130,16 +167,20 @@ pub(crate) struct Moves {
     pub brokers: crate::throttles::BrokerConfigs,
 }
 
-/// Reads the whole state a request is planned on: the view and the broker configs side by side
+/// Reads the state a request on `topics` is planned on: of those topics (or, when there are
+/// many, of the whole cluster, [`read_alone`]) the view and the broker configs side by side
 /// (each read waits for its own read index, which a busy leader is slow to confirm), then the
-/// reassignments. Not all three at once: a record changes only with its partition, so a record
-/// read after its partition is never older than it and the partition's guard covers both. Read
-/// side by side, a record from just before a completion met the completed partition: a cancel
-/// then refused it as leaving no original replica in sync (the move had finished), and could
-/// have rolled a finished move back.
-pub(crate) async fn load_moves(client: &Client) -> Result<Moves, metastore::ClientError> {
-    let (view, brokers) = tokio::try_join!(load_view(client), crate::throttles::load_broker_configs(client))?;
-    let (moving, marker) = load_reassignments(client).await?;
+/// reassignments. Not all at once: a record changes only with its partition, so a record read
+/// after its partition is never older than it and the partition's guard covers both. Read side
+/// by side, a record from just before a completion met the completed partition: a cancel then
+/// refused it as leaving no original replica in sync (the move had finished), and could have
+/// rolled a finished move back.
+pub(crate) async fn load_moves(client: &Client, topics: &[String]) -> Result<Moves, metastore::ClientError> {
+    let (view, brokers) = tokio::try_join!(
+        load_topics_view(client, topics, TopicDepth::AllPartitions),
+        crate::throttles::load_broker_configs(client)
+    )?;
+    let (moving, marker) = load_reassignments(client, read_alone(topics)).await?;
     Ok(Moves {
         view,
         moving,
@@ -366,6 +407,7 @@ pub async fn alter(
     req: AlterPartitionReassignmentsRequest,
     now_ms: u64,
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
+    let topics = topics_of(req.partitions.iter().map(|t| t.topic.as_str()));
     let req = std::sync::Arc::new(req);
     let kept_changing = Refusal::new(
         ErrorCode::INVALID_UPDATE_VERSION,
@@ -373,7 +415,7 @@ pub async fn alter(
     );
     let outcome = Runner::new(client, "reassignment request", kept_changing)
         .run_off_runtime(
-            || load_moves(client),
+            || load_moves(client, &topics),
             move |m: Moves| Ok(alter_writes(&req, &m, now_ms)),
         )
         .await?;
@@ -389,19 +431,35 @@ pub async fn list(
     client: &Client,
     req: ListPartitionReassignmentsRequest,
 ) -> Result<ListPartitionReassignmentsResponse, metastore::ClientError> {
-    let view = load_view(client).await?;
-    let (moving, marker) = load_reassignments(client).await?;
     let wanted: BTreeSet<(String, u32)> = req
         .partitions
         .iter()
         .map(|tp| (tp.topic.clone(), tp.partition))
         .collect();
+    // Only the topics asked about, or with moves: the records come first when every move is
+    // asked for (they name the topics), and then one whose partition stopped moving before it
+    // was read is left out.
+    let (view, (moving, marker)) = if wanted.is_empty() {
+        let (moving, marker) = load_reassignments(client, None).await?;
+        let topics = topics_of(moving.keys().map(|(t, _)| t.as_str()));
+        (
+            load_topics_view(client, &topics, TopicDepth::AllPartitions).await?,
+            (moving, marker),
+        )
+    } else {
+        let topics = topics_of(wanted.iter().map(|(t, _)| t.as_str()));
+        let view = load_topics_view(client, &topics, TopicDepth::AllPartitions).await?;
+        (view, load_reassignments(client, read_alone(&topics)).await?)
+    };
     let reassignments = moving
         .into_iter()
         .filter(|(k, _)| wanted.is_empty() || wanted.contains(k))
-        .map(|((topic, p), (r, _))| {
-            let state = view.partition(&topic, p).map(|e| e.state.clone()).unwrap_or_default();
-            OngoingReassignment {
+        .filter_map(|((topic, p), (r, _))| {
+            let state = view.partition(&topic, p).map(|e| e.state.clone())?;
+            if !reassignment::is_moving(&state) {
+                return None;
+            }
+            Some(OngoingReassignment {
                 topic,
                 partition: p,
                 replicas: state.replicas,
@@ -413,7 +471,7 @@ pub async fn list(
                 progress: vec![],
                 target_log_dirs: r.target_log_dirs,
                 dir_pending: state.dir_pending,
-            }
+            })
         })
         .collect();
     Ok(ListPartitionReassignmentsResponse {

@@ -26,8 +26,8 @@ use proto::keys;
 use proto::metastore as pb;
 
 use crate::reassign_admin::{
-    alter_writes, change, delete_op, load_moves, load_reassignments, merge, plan_alter, unclean_allowed, Change,
-    Decided, Moves, Reassignments,
+    alter_writes, change, delete_op, load_moves, load_reassignments, merge, plan_alter, topics_of, unclean_allowed,
+    Change, Decided, Moves, Reassignments,
 };
 use crate::reassignment;
 use crate::store::{at_revision, load_partition_view, load_view, put_op};
@@ -85,8 +85,9 @@ pub async fn cancel(
     now_ms: u64,
 ) -> Result<AlterPartitionReassignmentsResponse, ClientError> {
     debug_assert!(is_cancel(&req));
+    let topics = topics_of(req.partitions.iter().map(|t| t.topic.as_str()));
     let req = Arc::new(req);
-    let m = load_moves(client).await?;
+    let m = load_moves(client, &topics).await?;
     let planned = {
         let req = req.clone();
         crate::off_runtime(move || plan_alter(&req, &m.view, &m.moving, m.marker, now_ms)).await
@@ -240,7 +241,7 @@ async fn load_view_and_reassignments(
     client: &Client,
 ) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
     let view = load_view(client).await?;
-    Ok((view, load_reassignments(client).await?))
+    Ok((view, load_reassignments(client, None).await?))
 }
 
 fn marker_op() -> pb::Op {

@@ -16,17 +16,23 @@ pub async fn load_view(client: &Client) -> Result<ClusterView, metastore::Client
             ..Default::default()
         })
         .await?;
-    Ok(crate::off_runtime(move || {
+    Ok(view_of(vec![resp.kvs]).await)
+}
+
+/// A view of read keys, built off the runtime (a whole cluster's keys take a while to decode).
+async fn view_of(reads: Vec<Vec<pb::KeyValue>>) -> ClusterView {
+    crate::off_runtime(move || {
         let mut view = ClusterView::default();
         view.apply_all(
             true,
-            resp.kvs
+            reads
                 .iter()
+                .flatten()
                 .map(|kv| (kv.key.as_str(), Some(kv.value.as_ref()), kv.mod_revision)),
         );
         view
     })
-    .await)
+    .await
 }
 
 /// Reads one partition and the broker registrations: the view an ISR change or a dir report
@@ -56,34 +62,57 @@ fn apply_kvs<'a>(view: &mut ClusterView, kvs: impl IntoIterator<Item = &'a pb::K
     }
 }
 
-/// Most topics [`load_topics_view`] reads one by one; more read the whole view at once.
+/// Most topics read one by one; a request naming more reads the whole view at once.
 const TOPICS_READ_ALONE: usize = 32;
 
-/// The brokers, and of each topic in `topics` its record and its first partition key (a topic
-/// whose record is gone while its partitions are not still exists): what a new topic is planned
-/// on. Not every partition of the cluster, which a large cluster's CreateTopics waited for. Many
-/// topics read the whole view instead.
-pub async fn load_topics_view(client: &Client, topics: &[String]) -> Result<ClusterView, metastore::ClientError> {
-    if topics.len() > TOPICS_READ_ALONE {
+/// `topics` when few enough to read one by one ([`TOPICS_READ_ALONE`]); `None` when the whole
+/// cluster is read instead. Every reader of a request's topics decides by this, so that its
+/// reads cover the same topics.
+pub fn read_alone(topics: &[String]) -> Option<&[String]> {
+    (topics.len() <= TOPICS_READ_ALONE).then_some(topics)
+}
+
+/// How much of each topic [`load_topics_view`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicDepth {
+    /// Its record and first partition key (a topic whose record is gone while its partitions
+    /// are not still exists): what a new topic is planned on.
+    FirstPartition,
+    /// Its record and every partition: what moves of its partitions are planned on.
+    AllPartitions,
+}
+
+/// The brokers and, of each topic in `topics`, what `depth` names; not the rest of the cluster,
+/// which a large cluster's requests waited for. Many topics read the whole view instead
+/// ([`read_alone`]).
+pub async fn load_topics_view(
+    client: &Client,
+    topics: &[String],
+    depth: TopicDepth,
+) -> Result<ClusterView, metastore::ClientError> {
+    let Some(topics) = read_alone(topics) else {
         return load_view(client).await;
-    }
+    };
+    let limit = match depth {
+        TopicDepth::FirstPartition => 1,
+        TopicDepth::AllPartitions => 0,
+    };
     let brokers = client.range_req(brokers_range());
     let named = futures::future::try_join_all(topics.iter().map(|t| async move {
-        let first_child = pb::RangeRequest {
+        let children = pb::RangeRequest {
             prefix: keys::topic_children(t),
-            limit: 1,
+            limit,
             ..Default::default()
         };
         let record = keys::topic(t);
-        tokio::try_join!(client.get(&record), client.range_req(first_child))
+        tokio::try_join!(client.get(&record), client.range_req(children))
     }));
     let (brokers, named) = tokio::try_join!(brokers, named)?;
-    let mut view = ClusterView::default();
-    apply_kvs(&mut view, &brokers.kvs);
+    let mut reads = vec![brokers.kvs];
     for (record, children) in named {
-        apply_kvs(&mut view, record.iter().chain(children.kvs.iter()));
+        reads.push(record.into_iter().chain(children.kvs).collect());
     }
-    Ok(view)
+    Ok(view_of(reads).await)
 }
 
 /// A put of a protobuf value.

@@ -16,7 +16,7 @@ use proto::{keys, topic_config};
 use crate::limits::RequestLimits;
 use crate::partition_change::NO_LEADER;
 use crate::placement::{self, BrokerSlot};
-use crate::store::{at_revision, load_topics_view, load_view, put_op};
+use crate::store::{at_revision, load_topics_view, load_view, put_op, TopicDepth};
 use crate::topic_name::validate_topic_name;
 use crate::write_runner::{Plan, Runner};
 use proto::errors::Refusal;
@@ -215,7 +215,7 @@ pub async fn create_topics(
     }
     // One read for the whole request: each topic's write is guarded on its own key.
     let names: Vec<String> = req.topics.iter().map(|t| t.topic.clone()).collect();
-    let view = load_topics_view(client, &names).await?;
+    let view = load_topics_view(client, &names, TopicDepth::FirstPartition).await?;
     let mut seen = BTreeSet::new();
     let mut results = Vec::with_capacity(req.topics.len());
     for t in &req.topics {

@@ -21,6 +21,12 @@ pub fn reassignment(topic: &str, partition: u32) -> String {
     format!("{REASSIGNMENTS}{topic}/{partition}")
 }
 
+/// `/admin/reassignments/<topic>/` — the prefix of the topic's reassignment records (and of no
+/// other topic's).
+pub fn topic_reassignments(topic: &str) -> String {
+    format!("{REASSIGNMENTS}{topic}/")
+}
+
 /// Parses `/admin/reassignments/<topic>/<p>`.
 pub fn parse_reassignment_key(key: &str) -> Option<(&str, u32)> {
     let (topic, p) = key.strip_prefix(REASSIGNMENTS)?.rsplit_once('/')?;

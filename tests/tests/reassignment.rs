@@ -322,3 +322,76 @@ async fn bad_reassignments_change_nothing() {
     );
     assert_eq!(snapshot(&f.meta).await, with_marker);
 }
+
+/// Lists the reassignments of the partitions named.
+async fn list_named(c: &broker::ClusterClient, named: &[(&str, u32)]) -> Vec<(String, u32)> {
+    let req = ListPartitionReassignmentsRequest {
+        partitions: named
+            .iter()
+            .map(|(t, p)| TopicPartition {
+                topic: t.to_string(),
+                partition: *p,
+            })
+            .collect(),
+        with_progress: false,
+    };
+    let r = c
+        .admin_call(|mut a| {
+            let req = req.clone();
+            async move { a.list_partition_reassignments(req).await }
+        })
+        .await
+        .unwrap();
+    r.reassignments.into_iter().map(|m| (m.topic, m.partition)).collect()
+}
+
+/// A request on a few topics reads those topics alone, and one on many reads the whole cluster:
+/// either way it sees exactly its partitions, even beside a topic whose name starts with
+/// another's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_see_exactly_their_topics_whether_read_alone_or_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = start_four(dir.path());
+    let c = f.client.clone();
+    create(&c, "n", vec![vec![1], vec![1]], &[]).await;
+    create(&c, "n1", vec![vec![1]], &[]).await;
+    // About 300 KB each, moved at 1 KB/s: these moves stay in progress.
+    produce_n(&c, "n", 0, 30, 10, 1000).await;
+    produce_n(&c, "n1", 0, 30, 10, 1000).await;
+    ok(&alter(&c, &[("n1", 0, Some(vec![2]))], Some(1000)).await);
+    assert!(list_named(&c, &[("n", 0), ("n", 1)]).await.is_empty());
+    assert_eq!(list_named(&c, &[("n1", 0)]).await, vec![("n1".to_string(), 0)]);
+    let nothing = alter(&c, &[("n", 0, None)], None).await;
+    assert_eq!(
+        ErrorCode(nothing.results[0].error_code),
+        ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
+        "n-0 took n1-0's move for its own: {nothing:?}"
+    );
+    ok(&alter(&c, &[("n", 0, Some(vec![3]))], Some(1000)).await);
+    let all: Vec<(String, u32)> = list(&c)
+        .await
+        .reassignments
+        .into_iter()
+        .map(|m| (m.topic, m.partition))
+        .collect();
+    assert_eq!(all, vec![("n".to_string(), 0), ("n1".to_string(), 0)]);
+    ok(&alter(&c, &[("n", 0, None), ("n1", 0, None)], None).await);
+    assert_eq!(partition_state(&c, "n", 0).await.unwrap().replicas, vec![1]);
+    assert_eq!(partition_state(&c, "n1", 0).await.unwrap().replicas, vec![1]);
+    assert!(list(&c).await.reassignments.is_empty());
+
+    // More topics than are read alone: the request is planned on the whole cluster.
+    let many: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    for t in &many {
+        create(&c, t, vec![vec![1]], &[]).await;
+    }
+    let moves: Vec<(&str, u32, Option<Vec<i32>>)> = many.iter().map(|t| (t.as_str(), 0, Some(vec![2]))).collect();
+    let r = alter(&c, &moves, None).await;
+    ok(&r);
+    assert_eq!(r.results.len(), 40);
+    wait_all_done(&c, Duration::from_secs(60)).await;
+    for t in &many {
+        assert_eq!(partition_state(&c, t, 0).await.unwrap().replicas, vec![2], "{t}");
+    }
+    drop(f);
+}
