@@ -17,7 +17,8 @@
 #     rate of RATES MB/s (measured duration over size/rate), unthrottled between brokers, and
 #     between the two log dirs of one broker (AlterReplicaLogDirs through the same tool), each
 #     in MB/s and against `cp -r` plus `sync` of the same folder; timed from the tool's return
-#     (the move accepted) until kafka-python sees it done;
+#     (the move accepted) until kafka-python sees it done, from a poller started before the
+#     tool, so that neither the tool's JVM nor the poller's start-up is counted;
 #   - memory: the summed RSS of the system's processes after the largest submit;
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
@@ -55,7 +56,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-vs-kafka.XXXXXX")
 pids=()
 . tools/bench/ferry-cluster.sh
 kafka_dir=$work/kafka
+poller=""
 cleanup() {
+  [ -z "$poller" ] || kill "$poller" 2>/dev/null || true
   stop_all
   [ -d "$kafka_dir" ] && tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null 2>&1 || true
   if [ -n "${KEEP_WORK:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
@@ -146,6 +149,7 @@ submit() { # system bootstrap size
   plan_to_broker_2 "$plan"
   # A topic just created may not be in every broker's metadata yet: that answer is retried,
   # and only the last try is timed.
+  poller_start "$2"
   for _ in $(seq 1 30); do
     started=$(now)
     out=$(tool kafka-reassign-partitions --bootstrap-server "$2" --reassignment-json-file "$plan" --execute 2>&1) || true
@@ -155,13 +159,14 @@ submit() { # system bootstrap size
   done
   if ! grep -q "Successfully started partition reassignment" <<<"$out"; then
     echo "$1 refused a submit of $n partitions: $(tail -n 3 <<<"$out")" >&2
+    poller_stop
     record "$1" "submit_${n}_accepted_s" null
     record "$1" "submit_${n}_complete_s" null
     return 0
   fi
   record "$1" "submit_${n}_accepted_s" "$accepted"
-  if wait_moves_done "$2"; then
-    record "$1" "submit_${n}_complete_s" "$(since "$started")"
+  if poller_wait "$started"; then
+    record "$1" "submit_${n}_complete_s" "$secs"
   else
     echo "$1: moves of $n partitions not complete after ${COMPLETE_TIMEOUT:-300} s" >&2
     record "$1" "submit_${n}_complete_s" null
@@ -200,9 +205,28 @@ plan_one() { # topic to [dir]
   echo "$work/one.json"
 }
 
-# Waits until no move is listed (kafka-python, polled every 0.1 s); fails after COMPLETE_TIMEOUT s.
-wait_moves_done() { # bootstrap
-  python3 tools/bench/wait-moves.py "$1" "${COMPLETE_TIMEOUT:-300}"
+# A poller of the moves (wait-moves.py --go: no move listed, or with BROKER TOPIC DIR, TOPIC-0
+# of BROKER wholly in DIR), started before the move is submitted so that its own start-up (about
+# 0.7 s) is not timed. `poller_wait STARTED` releases it once the move is accepted and sets
+# `secs` to the seconds from STARTED until it saw the moves done; it fails after
+# COMPLETE_TIMEOUT s. `poller_stop` ends it when the move was refused.
+poller_start() { # bootstrap [broker topic dir]
+  rm -f "$work/go" "$work/done-at"
+  python3 tools/bench/wait-moves.py --go "$work/go" "$1" "${COMPLETE_TIMEOUT:-300}" "${@:2}" >"$work/done-at" &
+  poller=$!
+}
+poller_wait() { # started
+  touch "$work/go"
+  local rc=0
+  wait "$poller" || rc=$?
+  poller=""
+  [ "$rc" -eq 0 ] || return 1
+  secs=$(awk -v a="$1" -v b="$(cat "$work/done-at")" 'BEGIN { printf "%.2f", b - a }')
+}
+poller_stop() {
+  kill "$poller" 2>/dev/null || true
+  wait "$poller" 2>/dev/null || true
+  poller=""
 }
 
 # "<log dir> <is future 0|1> <bytes>" per replica of TOPIC-0 on broker BROKER.
@@ -222,7 +246,7 @@ mb_per_s() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / 1e6 / s }'; }
 
 moves() { # system bootstrap
   [ "$MOVE_MB" -gt 0 ] || return 0
-  local sys=$1 bs=$2 at=1 to plan started secs bytes dir other moved
+  local sys=$1 bs=$2 at=1 to plan started bytes dir other moved
   create "$bs" mv "1"
   tool kafka-producer-perf-test --topic mv --num-records $((MOVE_MB * 10)) --record-size 104857 \
     --throughput -1 --producer-props bootstrap.servers="$bs" acks=1 batch.size=1048576 linger.ms=5 \
@@ -236,14 +260,14 @@ moves() { # system bootstrap
     [ "$rate" = unthrottled ] || throttle=(--throttle $((rate * 1000000)))
     # Timed from the tool's return (the move is accepted by then), so that its JVM's start,
     # about a second, does not count as copying time.
+    poller_start "$bs"
     tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute "${throttle[@]}" >/dev/null
     started=$(now)
-    if ! wait_moves_done "$bs"; then
+    if ! poller_wait "$started"; then
       echo "$sys: the $rate move of mv-0 did not complete" >&2
       record "$sys" "move_${rate}_s" null
       return 0
     fi
-    secs=$(since "$started")
     # Clears the throttles, as an operator would after the move.
     tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --verify >/dev/null 2>&1 || true
     if [ "$rate" = unthrottled ]; then
@@ -257,11 +281,12 @@ moves() { # system bootstrap
   dir=$(replica_dirs "$bs" "$at" mv | awk '$2 == 0 {print $1}')
   other="${dir%/d?}/d$((1 - ${dir: -1}))"
   plan=$(plan_one mv "$at" "$other")
+  poller_start "$bs" "$at" mv "$other"
   tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute >/dev/null
   started=$(now)
   moved=""
-  if python3 tools/bench/wait-moves.py "$bs" "${COMPLETE_TIMEOUT:-300}" "$at" mv "$other"; then
-    moved=$(since "$started")
+  if poller_wait "$started"; then
+    moved=$secs
   else
     echo "$sys: the dir move of mv-0 did not complete" >&2
   fi
@@ -298,12 +323,13 @@ cancel() { # system bootstrap
   fi
   moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
   record "$sys" "cancel_${CANCEL}_moving" "$moving"
+  poller_start "$bs"
   started=$(now)
   if ! tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --cancel >"$work/cancel.out" 2>&1; then
     echo "$sys: the cancel of $CANCEL moves failed: $(grep -v '^\s*at ' "$work/cancel.out" | tail -n 5)" >&2
   fi
-  if wait_moves_done "$bs"; then
-    record "$sys" "cancel_${CANCEL}_s" "$(since "$started")"
+  if poller_wait "$started"; then
+    record "$sys" "cancel_${CANCEL}_s" "$secs"
   else
     echo "$sys: the cancel of $CANCEL moves did not roll back" >&2
     record "$sys" "cancel_${CANCEL}_s" null

@@ -5,14 +5,25 @@ timeout.
 
     wait-moves.py BOOTSTRAP TIMEOUT                          # no partition reassignment listed
     wait-moves.py BOOTSTRAP TIMEOUT BROKER TOPIC DIR         # TOPIC-0 of BROKER wholly in DIR
+    wait-moves.py --go FILE BOOTSTRAP TIMEOUT [...]          # started before the move: see below
+
+With --go, the poller connects first, then waits until FILE exists (the caller creates it once
+the move is accepted) before it polls, and prints the wall-clock time (seconds since the epoch)
+at which it saw the moves done. Started before the move, its own start-up (Python, the client's
+connection, about 0.7 s) is then not counted in the move's time.
 """
+import os
 import sys
 import time
 
 from kafka.admin import KafkaAdminClient
 
-bootstrap, timeout = sys.argv[1].split(","), float(sys.argv[2])
-dir_move = sys.argv[3:6]
+args = sys.argv[1:]
+go = None
+if args[:1] == ["--go"]:
+    go, args = args[1], args[2:]
+bootstrap, timeout = args[0].split(","), float(args[1])
+dir_move = args[2:5]
 
 
 def done(admin):
@@ -29,14 +40,31 @@ def done(admin):
     return found == [(target, False)]
 
 
+def connect():
+    try:
+        return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    except Exception:  # noqa: BLE001 - retried by the caller
+        return None
+
+
 deadline = time.monotonic() + timeout
 admin = None
+if go is not None:
+    while admin is None and time.monotonic() < deadline:
+        admin = connect() or time.sleep(0.1)
+    while not os.path.exists(go):
+        if time.monotonic() >= deadline:
+            sys.exit(1)
+        time.sleep(0.01)
+    deadline = time.monotonic() + timeout
 while time.monotonic() < deadline:
     polled = time.monotonic()
     try:
         if admin is None:
             admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
         if done(admin):
+            if go is not None:
+                print(f"{time.time():.3f}")
             sys.exit(0)
     except Exception:  # noqa: BLE001 - a failed poll is retried with a new client
         if admin is not None:
