@@ -7,13 +7,18 @@
 //! - `partition.metadata`: the topic id (see [`partition_metadata`]).
 //!
 //! Invariants: segments are contiguous (each base is the previous segment's end offset), every segment
-//! except the last is non-empty and fsynced, and at least one segment always exists.
+//! except the last is non-empty and fsynced (the one sealed last may still be syncing, see
+//! `seal_sync`), and at least one segment always exists.
 
 mod epoch_cache;
 mod error;
+mod open;
 pub mod partition_metadata;
 pub mod producer_state;
 mod read;
+mod seal_sync;
+#[cfg(test)]
+mod seal_tests;
 mod segment;
 #[cfg(test)]
 mod tests;
@@ -32,6 +37,7 @@ pub use error::LogError;
 
 use epoch_cache::EpochCache;
 use producer_state::{ProducerStates, SequenceCheck};
+use seal_sync::SealSync;
 use segment::Segment;
 
 /// Tuning knobs for a partition log.
@@ -120,140 +126,11 @@ pub struct PartitionLog {
     /// Idempotent producers' sequences, built from the batches when first needed and dropped
     /// on truncation (then built again): most partitions never need it.
     producers: Option<ProducerStates>,
+    /// The fsync of the segment sealed last, while it runs.
+    sealing: Option<SealSync>,
 }
 
 impl PartitionLog {
-    /// Opens (creating if missing) the log in `dir`, recovering from an unclean shutdown.
-    pub fn open(dir: &Path, cfg: LogConfig) -> Result<Self, LogError> {
-        let mut syncs = PendingDirSyncs::default();
-        let log = Self::open_deferring_syncs(dir, cfg, &mut syncs)?;
-        match syncs.sync().into_iter().next() {
-            Some((_, e)) => Err(e),
-            None => Ok(log),
-        }
-    }
-
-    /// Like [`Self::open`], but the folder syncs a creation needs are added to `syncs`; the log
-    /// is durable once they are done.
-    pub fn open_deferring_syncs(dir: &Path, cfg: LogConfig, syncs: &mut PendingDirSyncs) -> Result<Self, LogError> {
-        if cfg.segment_bytes == 0 || cfg.segment_bytes > u64::from(u32::MAX) {
-            // Index positions are u32, so a segment must stay addressable by them.
-            return Err(LogError::InvalidConfig(format!(
-                "segment_bytes must be in 1..={}, got {}",
-                u32::MAX,
-                cfg.segment_bytes
-            )));
-        }
-        if !dir.is_dir() {
-            fs::create_dir_all(dir).map_err(|e| io_err("create directory", dir, e))?;
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                syncs.add(parent);
-            }
-        }
-
-        let mut logs = Vec::new();
-        let mut indexes: Vec<(i64, &str)> = Vec::new();
-        for entry in fs::read_dir(dir).map_err(|e| io_err("list", dir, e))? {
-            let entry = entry.map_err(|e| io_err("list", dir, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if let Some(base) = name.strip_suffix(".log").and_then(segment::parse_stem) {
-                logs.push(base);
-            } else if let Some(base) = name.strip_suffix(".index").and_then(segment::parse_stem) {
-                indexes.push((base, "index"));
-            } else if let Some(base) = name.strip_suffix(".timeindex").and_then(segment::parse_stem) {
-                indexes.push((base, "timeindex"));
-            }
-        }
-        logs.sort_unstable();
-        for (base, ext) in indexes.into_iter().filter(|(b, _)| logs.binary_search(b).is_err()) {
-            // An index without its log is left over from a deletion or roll that did not finish.
-            let path = dir.join(format!("{}.{ext}", segment::file_stem(base)));
-            fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
-        }
-
-        let mut segments = BTreeMap::new();
-        let mut tail_epochs: Vec<(u32, i64)> = Vec::new();
-        let interval = cfg.index_interval_bytes;
-        for (i, &base) in logs.iter().enumerate() {
-            let mut seg = Segment::open(dir, base)?;
-            // Not a torn tail to cut away: a whole segment in another format is refused, so that
-            // nothing is lost. Ferry's own format before Kafka's is not converted.
-            if seg.starts_in_old_ferry_format()? {
-                return Err(LogError::Corrupt {
-                    path: seg.log_path.clone(),
-                    detail: "this log was written in the format of an older Ferry, not Kafka's record \
-                             batch v2, and is not converted: move the folder away to start this replica empty"
-                        .into(),
-                });
-            }
-            if let Some(prev) = segments.values().next_back().map(|s: &Segment| s.next_offset) {
-                if prev != base {
-                    return Err(LogError::Corrupt {
-                        path: seg.log_path.clone(),
-                        detail: format!("segment starts at offset {base} but the previous one ends at {prev}"),
-                    });
-                }
-            }
-            if i + 1 < logs.len() {
-                seg.recover_sealed(interval)?;
-            } else {
-                seg.recover_active(interval, &mut |h| {
-                    if tail_epochs.last().is_none_or(|&(e, _)| e != h.leader_epoch) {
-                        tail_epochs.push((h.leader_epoch, h.base_offset));
-                    }
-                })?;
-            }
-            segments.insert(base, seg);
-        }
-        if segments.is_empty() {
-            let seg = Segment::create(dir, 0)?;
-            syncs.add(dir);
-            segments.insert(0, seg);
-        }
-
-        let (epochs, found) = EpochCache::load(dir)?;
-        let mut log = PartitionLog {
-            dir: dir.to_path_buf(),
-            cfg,
-            segments,
-            epochs,
-            producers: None,
-        };
-        log.recover_epochs(found, &tail_epochs)?;
-        Ok(log)
-    }
-
-    /// Brings the epoch cache in line with the recovered log.
-    fn recover_epochs(&mut self, found: bool, tail_epochs: &[(u32, i64)]) -> Result<(), LogError> {
-        let leo = self.log_end_offset();
-        if found {
-            let mut changed = self.epochs.truncate_from_end_in_memory(leo);
-            // Batches the checkpoint does not know about (it is written first, so this is only a safety net).
-            for &(epoch, start) in tail_epochs {
-                changed |= self.epochs.assign_in_memory(epoch, start);
-            }
-            if changed {
-                self.epochs.persist()?;
-            }
-            return Ok(());
-        }
-        let mut seen = Vec::new();
-        for seg in self.segments.values() {
-            seg.for_each_header(&mut |h| seen.push((h.leader_epoch, h.base_offset)))?;
-        }
-        if seen.is_empty() {
-            // Nothing to remember: an empty checkpoint would cost a new replica two more fsyncs,
-            // and the first append writes the checkpoint anyway.
-            return Ok(());
-        }
-        for (epoch, start) in seen {
-            self.epochs.assign_in_memory(epoch, start);
-        }
-        tracing::info!(dir = %self.dir.display(), entries = self.epochs.entries().len(), "rebuilt leader epoch checkpoint");
-        self.epochs.persist()
-    }
-
     /// Folder holding this log's files.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -269,10 +146,10 @@ impl PartitionLog {
         self.segments.first_key_value().map_or(0, |(base, _)| *base)
     }
 
-    /// The offset up to which the log is known synced: the active segment's base (every sealed
-    /// segment is fsynced), Kafka's recovery point.
+    /// The offset up to which the log is known synced: the active segment's base, or the base
+    /// of the segment sealed last while its fsync runs; Kafka's recovery point.
     pub fn recovery_point(&self) -> i64 {
-        self.active().base
+        self.sealing.as_ref().map_or(self.active().base, SealSync::base)
     }
 
     /// Next offset to be written.
@@ -436,9 +313,11 @@ impl PartitionLog {
 
     /// Seals the active segment and starts a new one at `base`.
     fn roll(&mut self, base: i64) -> Result<(), LogError> {
+        self.finish_sealing()?;
         self.active_mut().seal();
         if self.cfg.fsync_on_roll {
-            self.active().sync()?;
+            let active = self.active();
+            self.sealing = SealSync::start(active.base, active.sync_handles()?)?;
         }
         let seg = Segment::create(&self.dir, base)?;
         sync_dir(&self.dir)?;
@@ -455,6 +334,7 @@ impl PartitionLog {
             return Ok(());
         }
         self.check_range(offset)?;
+        self.finish_sealing()?;
         // Truncated batches may have been any producer's last: rebuilt when next needed.
         self.producers = None;
         let keep_base = *self
@@ -466,14 +346,7 @@ impl PartitionLog {
         // Newest first, so a crash part-way leaves a shorter but valid log.
         let doomed: Vec<i64> = self.segments.range(keep_base + 1..).map(|(b, _)| *b).rev().collect();
         for base in &doomed {
-            let seg = self.segments.remove(base).expect("listed above");
-            for path in [&seg.log_path, &seg.index_path, &seg.time_path] {
-                match fs::remove_file(path) {
-                    // The time index exists only once it has an entry.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == &seg.time_path => {}
-                    r => r.map_err(|e| io_err("remove", path, e))?,
-                }
-            }
+            self.segments.remove(base).expect("listed above").remove_files()?;
         }
         if !doomed.is_empty() {
             sync_dir(&self.dir)?;
@@ -495,8 +368,9 @@ impl PartitionLog {
         self.epochs.end_offset_for(epoch, self.log_end_offset())
     }
 
-    /// Fsyncs the active segment and its index.
+    /// Fsyncs the active segment and its index (after the sealed one still syncing, if any).
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.finish_sealing()?;
         self.active().sync()
     }
 
@@ -580,10 +454,16 @@ impl PartitionLog {
 
     /// Fsyncs every segment, its index, and the folder.
     pub fn sync_all(&mut self) -> Result<(), LogError> {
+        self.finish_sealing()?;
         for seg in self.segments.values() {
             seg.sync()?;
         }
         sync_dir(&self.dir)
+    }
+
+    /// Waits for the fsync of the segment sealed last, if one runs; its error, if it failed.
+    fn finish_sealing(&mut self) -> Result<(), LogError> {
+        self.sealing.take().map_or(Ok(()), SealSync::finish)
     }
 
     /// Closes the log and removes its whole folder.

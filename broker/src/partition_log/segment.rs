@@ -523,6 +523,32 @@ impl Segment {
         Ok(self.next_offset)
     }
 
+    /// Handles to the files [`Self::sync`] would fsync, to fsync them on another thread.
+    pub fn sync_handles(&self) -> Result<Vec<(PathBuf, File)>, LogError> {
+        let mut out = Vec::new();
+        for (lazy, path) in [
+            (&self.log, &self.log_path),
+            (&self.index_file, &self.index_path),
+            (&self.time_file, &self.time_path),
+        ] {
+            if let Some(f) = lazy.file.get() {
+                out.push((path.clone(), f.try_clone().map_err(|e| io_err("dup", path, e))?));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes the segment's files (the time index may never have been made).
+    pub fn remove_files(self) -> Result<(), LogError> {
+        for path in [&self.log_path, &self.index_path, &self.time_path] {
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == &self.time_path => {}
+                r => r.map_err(|e| io_err("remove", path, e))?,
+            }
+        }
+        Ok(())
+    }
+
     /// Fsyncs the log and index files; a file never opened has nothing unsynced (it was created
     /// empty, and its folder is synced by the log).
     pub fn sync(&self) -> Result<(), LogError> {
