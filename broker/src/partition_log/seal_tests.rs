@@ -54,6 +54,17 @@ fn cut(path: &Path, by: u64) {
         .unwrap();
 }
 
+/// A closed log of 30 single-record batches over several segments, and its segments' bases.
+fn closed_log_of_30_records() -> (tempfile::TempDir, Vec<i64>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(tmp.path(), cfg()).unwrap();
+    fill(&mut log, 30);
+    drop(log);
+    let on_disk = bases(tmp.path());
+    assert!(on_disk.len() >= 4, "{on_disk:?}");
+    (tmp, on_disk)
+}
+
 #[test]
 fn the_recovery_point_stays_at_the_sealed_segment_until_its_fsync_is_waited_for() {
     let tmp = tempfile::tempdir().unwrap();
@@ -73,11 +84,7 @@ fn the_recovery_point_stays_at_the_sealed_segment_until_its_fsync_is_waited_for(
 
 #[test]
 fn a_torn_tail_of_the_last_sealed_segment_is_cut_and_the_active_segment_after_it_removed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(tmp.path(), cfg()).unwrap();
-    fill(&mut log, 30);
-    drop(log);
-    let on_disk = bases(tmp.path());
+    let (tmp, on_disk) = closed_log_of_30_records();
     let (sealed, active) = (on_disk[on_disk.len() - 2], on_disk[on_disk.len() - 1]);
     // The crash tore the last batch of the sealed segment (its fsync had not ended).
     cut(&log_path(tmp.path(), sealed), 3);
@@ -107,11 +114,7 @@ fn a_torn_tail_of_the_last_sealed_segment_is_cut_and_the_active_segment_after_it
 
 #[test]
 fn a_sealed_segment_that_lost_whole_batches_drops_what_follows_the_gap() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(tmp.path(), cfg()).unwrap();
-    fill(&mut log, 30);
-    drop(log);
-    let on_disk = bases(tmp.path());
+    let (tmp, on_disk) = closed_log_of_30_records();
     let (sealed, active) = (on_disk[on_disk.len() - 2], on_disk[on_disk.len() - 1]);
     // Offsets of two digits: every batch of the sealed segment has the same size.
     assert!(sealed >= 10);
@@ -126,11 +129,7 @@ fn a_sealed_segment_that_lost_whole_batches_drops_what_follows_the_gap() {
 
 #[test]
 fn a_torn_segment_before_the_last_sealed_one_is_still_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(tmp.path(), cfg()).unwrap();
-    fill(&mut log, 30);
-    drop(log);
-    let on_disk = bases(tmp.path());
+    let (tmp, on_disk) = closed_log_of_30_records();
     // Synced before the roll after it: a crash cannot have torn it, so damage is not cut away.
     cut(&log_path(tmp.path(), on_disk[on_disk.len() - 3]), 3);
     let err = PartitionLog::open(tmp.path(), cfg()).unwrap_err();
