@@ -398,12 +398,43 @@ impl LogStore {
     }
 }
 
+/// Entries at most that a read takes on the calling thread; a longer range is read on a
+/// blocking thread. Entries are at most a staged chunk (1 MiB) each, so this bounds an inline
+/// read to a few MiB.
+const INLINE_READ_ENTRIES: u64 = 8;
+
+/// How many indexes `range` spans.
+fn span(range: &(Bound<u64>, Bound<u64>)) -> u64 {
+    let start = match range.0 {
+        Bound::Included(i) => i,
+        Bound::Excluded(i) => i.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.1 {
+        Bound::Included(i) => i.saturating_add(1),
+        Bound::Excluded(i) => i,
+        Bound::Unbounded => u64::MAX,
+    };
+    end.saturating_sub(start)
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        self.read_entries(range, usize::MAX)
+        let range = (range.start_bound().cloned(), range.end_bound().cloned());
+        if span(&range) <= INLINE_READ_ENTRIES {
+            return self.read_entries(range, usize::MAX);
+        }
+        // openraft's core reads the entries it applies through here, on the Raft thread and
+        // without a limit: a follower whose commit index jumped over a big staged transaction's
+        // chunks read and decoded hundreds of MB there, answered no heartbeat for over a second,
+        // and called an election.
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.read_entries(range, usize::MAX))
+            .await
+            .map_err(|e| read_err(std::io::Error::other(e.to_string())))?
     }
 
     /// Replication reads through this: openraft asks for up to `max_payload_entries` entries,

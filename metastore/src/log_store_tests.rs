@@ -122,3 +122,33 @@ async fn an_entry_whose_append_was_cut_short_is_removed_on_open() {
     assert_eq!(log.try_get_log_entries(1..).await.expect("read"), vec![entry(1, 100)]);
     assert!(log.logs.range(piece_key(2, 0)..).next().is_none());
 }
+
+#[tokio::test]
+async fn a_long_range_reads_the_same_off_the_calling_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_db, mut log) = open(dir.path());
+    let n = INLINE_READ_ENTRIES * 3;
+    for i in 1..=n {
+        log.insert_entry(&entry(i, 100)).expect("insert");
+    }
+    let expected: Vec<_> = (1..=n).map(|i| entry(i, 100)).collect();
+    // Over the inline limit: read on a blocking thread, with every bound kind.
+    assert_eq!(log.try_get_log_entries(1..=n).await.expect("read"), expected);
+    assert_eq!(log.try_get_log_entries(..).await.expect("read"), expected);
+    assert_eq!(
+        log.try_get_log_entries(2..n).await.expect("read"),
+        expected[1..n as usize - 1]
+    );
+    // At the limit: inline.
+    let short = 1..=INLINE_READ_ENTRIES;
+    assert_eq!(
+        span(&(short.start_bound().cloned(), short.end_bound().cloned())),
+        INLINE_READ_ENTRIES
+    );
+    assert_eq!(
+        log.try_get_log_entries(short).await.expect("read"),
+        expected[..INLINE_READ_ENTRIES as usize]
+    );
+    assert_eq!(span(&(Bound::Excluded(u64::MAX), Bound::Unbounded)), 0);
+    assert_eq!(span(&(Bound::Included(5), Bound::Excluded(3))), 0);
+}

@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 use crate::kv_state::{Event, KvState};
 use crate::snapshot_store::{SnapshotFile, SnapshotStore};
 use crate::types::{
-    decode_segment, Command, CommandKind, CommandResult, Entry, LogId, Node, NodeId, ProposalResult, StorageError,
+    decode_segment, Command, CommandKind, CommandResult, Entry, LogId, Node, NodeId, Op, ProposalResult, StorageError,
     TypeConfig,
 };
 
@@ -166,9 +166,15 @@ impl DecodedEntry {
             return 1;
         };
         let command = |c: &Command| match &c.kind {
+            // A delete of a prefix removes however many keys lie under it: a DeleteTopics of a
+            // 1,000,000-partition topic is one op that removes 2,000,000 keys, which applied in
+            // place held the Raft thread for over a second and cost an election.
+            CommandKind::Txn(t) if t.ops.iter().any(|o| matches!(o, Op::DeletePrefix { .. })) => HEAVY_APPLY_OPS,
             CommandKind::Txn(t) => t.ops.len(),
             // Applies every chunk staged before it: a transaction too large for one entry.
             CommandKind::TxnCommit { .. } | CommandKind::TxnCommitCounted { .. } => HEAVY_APPLY_OPS,
+            // Deletes every key bound to the lease.
+            CommandKind::LeaseRevoke { .. } => HEAVY_APPLY_OPS,
             _ => 1,
         };
         segments.iter().flatten().flatten().map(command).sum()
@@ -479,5 +485,35 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta,
             snapshot: Box::new(data),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Txn;
+
+    fn entry_of(ops: Vec<Op>) -> DecodedEntry {
+        let cmd = Command {
+            request_id: None,
+            kind: CommandKind::Txn(Txn { guards: vec![], ops }),
+        };
+        DecodedEntry {
+            log_id: LogId::default(),
+            payload: Decoded::Normal(vec![Ok(vec![cmd])]),
+        }
+    }
+
+    #[test]
+    fn a_prefix_delete_is_applied_off_the_raft_thread_whatever_its_op_count() {
+        let put = Op::Put {
+            key: "a".into(),
+            value: Default::default(),
+            lease: 0,
+        };
+        assert!(is_light(&[entry_of(vec![put.clone(); 10])]));
+        assert!(!is_light(&[entry_of(vec![put; HEAVY_APPLY_OPS])]));
+        let prefix = Op::DeletePrefix { prefix: "/t/".into() };
+        assert!(!is_light(&[entry_of(vec![prefix])]));
     }
 }
