@@ -359,11 +359,7 @@ impl LogStore {
     /// The entries in `range`, as many as fit in `budget` encoded bytes (at least one, whatever
     /// its size).
     fn read_entries<RB: RangeBounds<u64>>(&self, range: RB, budget: usize) -> Result<Vec<Entry>, StorageError> {
-        let start = match range.start_bound() {
-            Bound::Included(i) => *i,
-            Bound::Excluded(i) => i.saturating_add(1),
-            Bound::Unbounded => 0,
-        };
+        let start = first_index(range.start_bound());
         // Entries up to the purge point may still be there, partly removed, until the
         // background removal reaches them: they are never read.
         let start = match self.last_purged()? {
@@ -403,19 +399,23 @@ impl LogStore {
 /// read to a few MiB.
 const INLINE_READ_ENTRIES: u64 = 8;
 
-/// How many indexes `range` spans.
-fn span(range: &(Bound<u64>, Bound<u64>)) -> u64 {
-    let start = match range.0 {
-        Bound::Included(i) => i,
+/// The first index a range's start bound admits.
+fn first_index(start: Bound<&u64>) -> u64 {
+    match start {
+        Bound::Included(i) => *i,
         Bound::Excluded(i) => i.saturating_add(1),
         Bound::Unbounded => 0,
-    };
+    }
+}
+
+/// How many indexes `range` spans.
+fn span(range: &(Bound<u64>, Bound<u64>)) -> u64 {
     let end = match range.1 {
         Bound::Included(i) => i.saturating_add(1),
         Bound::Excluded(i) => i,
         Bound::Unbounded => u64::MAX,
     };
-    end.saturating_sub(start)
+    end.saturating_sub(first_index(range.start_bound()))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -428,9 +428,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
             return self.read_entries(range, usize::MAX);
         }
         // openraft's core reads the entries it applies through here, on the Raft thread and
-        // without a limit: a follower whose commit index jumped over a big staged transaction's
-        // chunks read and decoded hundreds of MB there, answered no heartbeat for over a second,
-        // and called an election.
+        // without a limit: a commit index that jumps over many of a big staged transaction's
+        // 1 MiB chunks would have them read and decoded there, with no heartbeat answered.
         let store = self.clone();
         tokio::task::spawn_blocking(move || store.read_entries(range, usize::MAX))
             .await
