@@ -21,7 +21,7 @@ use crate::partition_change::{Election, IsrChange};
 use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
 use crate::store::{at_revision, load_partition_view, load_topics_view, load_view, put_op, TopicDepth};
 use crate::write_runner::{Plan, Runner};
-use crate::{configs, reassign_admin, reassign_cancel, reassign_progress, topics_admin};
+use crate::{configs, reassign_admin, reassign_cancel, reassign_dir, reassign_progress, topics_admin};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -279,7 +279,7 @@ impl Admin for AdminService {
         &self,
         req: Request<AssignReplicaDirRequest>,
     ) -> Result<Response<AssignReplicaDirResponse>, Status> {
-        let r = reassign_admin::assign_replica_dir(&self.client, req.into_inner())
+        let r = reassign_dir::assign_replica_dir(&self.client, req.into_inner())
             .await
             .map_err(status)?;
         Ok(Response::new(r))

@@ -1,10 +1,11 @@
 //! The reassignment half of the `Admin` service: submit and supersede in one guarded transaction
-//! per request, list, and dir reports. Every partition of a request is validated before anything
+//! per request, and list (dir reports are [`crate::reassign_dir`]). Every partition of a request is validated before anything
 //! is written; one bad partition refuses the whole request. The exception is a cancel refused for
 //! its partition's current state ([`answered_alone`]): as in Kafka, that partition gets its own
 //! code and the rest of the request goes ahead, because a move finishing, or its ISR changing,
 //! between an operator's list and cancel is a race, not bad input. Cancels are written by
-//! [`crate::reassign_cancel`].
+//! [`crate::reassign_cancel`]. A request's partitions are planned in the order of their keys,
+//! over every core ([`plan_alter`]), and written in that order; the answers keep the request's.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -192,9 +193,9 @@ pub(crate) async fn load_moves(client: &Client, topics: &[String]) -> Result<Mov
 /// What a request's partitions decided, before the writes are put together.
 pub(crate) enum Decided {
     Refused(AlterPartitionReassignmentsResponse),
-    /// The changes, the answers, and each submitted partition's next state (for arming
-    /// auto-remove throttles).
-    Write(Vec<Change>, Vec<PartitionResult>, Vec<(String, PartitionState)>),
+    /// The changes (in key order, [`merge`]), the answers (in the request's order), and the
+    /// scopes the partitions left moving touch (for arming auto-remove throttles).
+    Write(Vec<Change>, Vec<PartitionResult>, crate::throttles::Touched),
 }
 
 /// What every partition of a request is decided against.
@@ -209,10 +210,7 @@ struct AlterContext<'a> {
 
 /// One partition of a request: its change, and its next state when it is left moving by a
 /// submit (a cancel, or a target already met, arms nothing).
-fn plan_partition(
-    t: &ReassignmentTarget,
-    cx: &AlterContext<'_>,
-) -> Result<(Change, Option<(String, PartitionState)>), Refusal> {
+fn plan_partition(t: &ReassignmentTarget, cx: &AlterContext<'_>) -> Result<(Change, Option<PartitionState>), Refusal> {
     let (topic, p) = (t.topic.as_str(), t.partition);
     let entry = cx.view.partition(topic, p).ok_or_else(|| {
         Refusal::new(
@@ -258,8 +256,8 @@ fn plan_partition(
         sub.record.as_ref(),
         existing.is_some(),
     );
-    let submitted = reassignment::is_moving(&sub.state).then(|| (topic.to_string(), sub.state));
-    Ok((c, submitted))
+    let moving = reassignment::is_moving(&sub.state).then_some(sub.state);
+    Ok((c, moving))
 }
 
 /// Whether a refusal of one partition leaves the rest of the request to go ahead: a cancel with
@@ -288,7 +286,34 @@ fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRe
     }
 }
 
-/// Plans every partition of a request against one read state.
+/// The request's partitions in key order ([`in_key_order`]), as indexes into it, each with
+/// whether it repeats the partition before it (a partition named twice is refused).
+fn request_order(req: &AlterPartitionReassignmentsRequest) -> Vec<(usize, bool)> {
+    let mut topics = BTreeMap::new();
+    let mut keyed: Vec<((usize, u64), usize)> = req
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let n = topics.len();
+            let topic = *topics.entry(t.topic.as_str()).or_insert(n);
+            ((topic, keys::partition_key_rank(t.partition)), i)
+        })
+        .collect();
+    // Stable on the index: of a repeated partition, the first named is planned.
+    keyed.sort_unstable();
+    let mut last = None;
+    keyed
+        .into_iter()
+        .map(|(key, i)| (i, last.replace(key) == Some(key)))
+        .collect()
+}
+
+/// Partitions planned per thread, at least ([`crate::par_map`]).
+pub(crate) const PLAN_CHUNK: usize = 50_000;
+
+/// Plans every partition of a request against one read state. A large request is planned on
+/// every core: a million partitions take seconds of CPU, and nothing else runs meanwhile.
 pub(crate) fn plan_alter(
     req: &AlterPartitionReassignmentsRequest,
     view: &ClusterView,
@@ -315,44 +340,72 @@ pub(crate) fn plan_alter(
         throttle,
         now: now_ms,
     };
-    // Sized up front: grown by doubling, a million-partition request's vectors were copied
-    // again and again into memory touched for the first time.
-    let n = req.partitions.len();
-    let mut seen = std::collections::HashSet::with_capacity(n);
-    let mut results = Vec::with_capacity(n);
-    let mut changes = Vec::with_capacity(n);
-    let mut submitted = Vec::new();
-    let mut failed = false;
-    for t in &req.partitions {
-        let (topic, p) = (t.topic.as_str(), t.partition);
-        let outcome = if seen.insert((topic, p)) {
-            plan_partition(t, &cx)
-        } else {
+    let order = request_order(req);
+    let plan_one = |&(i, repeated): &(usize, bool)| {
+        let t = &req.partitions[i];
+        let outcome = if repeated {
             Err(Refusal::new(
                 ErrorCode::INVALID_REQUEST,
-                format!("partition {topic}-{p} appears twice in the request"),
+                format!("partition {}-{} appears twice in the request", t.topic, t.partition),
             ))
+        } else {
+            plan_partition(t, &cx)
         };
-        match outcome {
+        (i, outcome)
+    };
+    let planned = crate::par_map(&order, PLAN_CHUNK, plan_one);
+    let n = req.partitions.len();
+    let mut results: Vec<Option<PartitionResult>> = vec![None; n];
+    let mut changes = Vec::with_capacity(n);
+    let mut touched = crate::throttles::Touched::default();
+    let mut failed = false;
+    for (i, outcome) in planned {
+        let t = &req.partitions[i];
+        let (topic, p) = (t.topic.as_str(), t.partition);
+        results[i] = Some(match outcome {
             Ok((c, moved)) => {
                 changes.push(c);
-                submitted.extend(moved);
-                results.push(refusal(topic, p, ErrorCode::NONE, String::new()));
+                if let Some(state) = moved {
+                    touched.add(topic, &state);
+                }
+                refusal(topic, p, ErrorCode::NONE, String::new())
             }
             Err(Refusal { code, message }) => {
                 failed |= !answered_alone(code);
-                results.push(refusal(topic, p, code, message));
+                refusal(topic, p, code, message)
             }
-        }
+        });
     }
+    // Every index of the request is in `order` once, so every slot was filled.
+    let results: Vec<PartitionResult> = results.into_iter().flatten().collect();
+    debug_assert_eq!(results.len(), n);
     if failed {
         return Decided::Refused(refused_whole(results));
     }
-    Decided::Write(changes, results, submitted)
+    Decided::Write(changes, results, touched)
 }
 
-/// The guards and ops of `changes`, after `guards`.
+/// `changes` grouped by topic, each topic's in the order of the partitions' keys
+/// ([`keys::partition_key_rank`]), so that the store applies neighbouring keys in turn.
+fn in_key_order(changes: Vec<Change>) -> Vec<Change> {
+    let mut topics = BTreeMap::new();
+    let ranks: Vec<(usize, u64)> = changes
+        .iter()
+        .map(|c| {
+            let n = topics.len();
+            let topic = *topics.entry(c.partition.0.as_str()).or_insert(n);
+            (topic, keys::partition_key_rank(c.partition.1))
+        })
+        .collect();
+    let mut keyed: Vec<_> = ranks.into_iter().zip(changes).collect();
+    keyed.sort_unstable_by_key(|(rank, _)| *rank);
+    keyed.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The guards and ops of `changes`, after `guards`, grouped by topic and in key order within
+/// each ([`in_key_order`]).
 pub(crate) fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
+    let changes = in_key_order(changes);
     guards.reserve(changes.iter().map(|c| c.guards.len()).sum());
     // Room for the few ops callers append (the submit epoch, the cancel marker), so that no
     // push copies a million-op vector.
@@ -372,7 +425,7 @@ pub(crate) fn alter_writes(
     m: &Moves,
     now_ms: u64,
 ) -> Plan<AlterPartitionReassignmentsResponse> {
-    let (changes, results, submitted) = match plan_alter(req, &m.view, &m.moving, m.marker, now_ms) {
+    let (changes, results, touched) = match plan_alter(req, &m.view, &m.moving, m.marker, now_ms) {
         Decided::Refused(r) => return Plan::answer(r),
         Decided::Write(c, r, s) => (c, r, s),
     };
@@ -385,8 +438,8 @@ pub(crate) fn alter_writes(
     }
     let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), m.marker);
     let (mut guards, mut ops) = merge(changes, vec![marker_guard]);
-    if !submitted.is_empty() {
-        let (g, o) = crate::throttles::arming(&m.view, &m.brokers, &submitted);
+    if !touched.is_empty() {
+        let (g, o) = crate::throttles::arming(&m.view, &m.brokers, touched);
         guards.extend(g);
         ops.extend(o);
         ops.push(pb::Op {
@@ -409,6 +462,8 @@ pub async fn alter(
 ) -> Result<AlterPartitionReassignmentsResponse, metastore::ClientError> {
     let topics = topics_of(req.partitions.iter().map(|t| t.topic.as_str()));
     let req = std::sync::Arc::new(req);
+    // Held to the end, so that the request is freed off the runtime, not where the plan drops it.
+    let last = req.clone();
     let kept_changing = Refusal::new(
         ErrorCode::INVALID_UPDATE_VERSION,
         "the partitions kept changing while the request was applied; retry",
@@ -418,7 +473,9 @@ pub async fn alter(
             || load_moves(client, &topics),
             move |m: Moves| Ok(alter_writes(&req, &m, now_ms)),
         )
-        .await?;
+        .await;
+    drop(tokio::task::spawn_blocking(move || drop(last)));
+    let outcome = outcome?;
     Ok(outcome.unwrap_or_else(|e| AlterPartitionReassignmentsResponse {
         error_code: e.code.0,
         error_message: e.message,
@@ -479,108 +536,6 @@ pub async fn list(
         cancel_in_progress: marker != 0,
         ..Default::default()
     })
-}
-
-/// AssignReplicaDir's answer, and whether its write completes the reassignment (`None`: nothing
-/// was written).
-struct DirAnswer {
-    response: AssignReplicaDirResponse,
-    completes: Option<bool>,
-}
-
-/// A dir report's writes and answer, on the partition (and brokers) and whether the cancel-all
-/// marker is present.
-fn dir_writes(req: &AssignReplicaDirRequest, view: &ClusterView, cancel_marker: bool) -> Plan<DirAnswer> {
-    let answer = |response| {
-        Plan::answer(DirAnswer {
-            response,
-            completes: None,
-        })
-    };
-    let name = format!("{}-{}", req.topic, req.partition);
-    let Some(entry) = view.partition(&req.topic, req.partition) else {
-        return answer(AssignReplicaDirResponse {
-            error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-            error_message: format!("partition {name} does not exist"),
-            state: None,
-        });
-    };
-    let Some(next) = reassignment::dir_reached(&entry.state, req.broker, &req.log_dir, &view.live_brokers()) else {
-        return answer(AssignReplicaDirResponse {
-            state: Some(entry.state.clone()),
-            ..Default::default()
-        });
-    };
-    if cancel_marker {
-        return answer(AssignReplicaDirResponse {
-            error_code: ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0,
-            error_message: format!("{name}: a cancel-all is rolling back its reassignment"),
-            state: Some(entry.state.clone()),
-        });
-    }
-    let completes = !reassignment::is_moving(&next);
-    // Completion deletes the record; otherwise it stays as it is.
-    let c = change(&req.topic, req.partition, entry.mod_revision, &next, None, completes);
-    let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
-    let (guards, ops) = merge(vec![c], vec![marker_guard]);
-    let response = AssignReplicaDirResponse {
-        state: Some(next),
-        ..Default::default()
-    };
-    Plan::write(
-        guards,
-        ops,
-        DirAnswer {
-            response,
-            completes: Some(completes),
-        },
-    )
-}
-
-/// AssignReplicaDir: a broker's replica is in the log dir its reassignment named, which may
-/// complete the reassignment in the same transaction. A report that changes nothing (a repeat,
-/// or a dir no longer named) answers the current state.
-pub async fn assign_replica_dir(
-    client: &Client,
-    req: AssignReplicaDirRequest,
-) -> Result<AssignReplicaDirResponse, metastore::ClientError> {
-    let name = format!("{}-{}", req.topic, req.partition);
-    let kept_changing = Refusal::new(
-        ErrorCode::INVALID_UPDATE_VERSION,
-        format!("{name}: the partition kept changing; retry"),
-    );
-    let read = || async {
-        tokio::try_join!(
-            crate::store::load_partition_view(client, &req.topic, req.partition),
-            client.get(keys::REASSIGN_CANCEL)
-        )
-    };
-    let outcome = Runner::new(client, "replica dir report", kept_changing)
-        .run(read, |(view, marker)| Ok(dir_writes(&req, &view, marker.is_some())))
-        .await?;
-    let answer = match outcome {
-        Ok(a) => a,
-        Err(e) => {
-            return Ok(AssignReplicaDirResponse {
-                error_code: e.code.0,
-                error_message: e.message,
-                state: None,
-            })
-        }
-    };
-    if let Some(completes) = answer.completes {
-        if completes {
-            let replicas = answer.response.state.as_ref().map(|s| s.replicas.clone());
-            tracing::info!(partition = name, replicas = ?replicas.unwrap_or_default(), "reassignment completed");
-        }
-        tracing::info!(
-            partition = name,
-            broker = req.broker,
-            dir = req.log_dir,
-            "replica reached its named log dir"
-        );
-    }
-    Ok(answer.response)
 }
 
 /// Completion as the ISR-change path and the active controller apply it: the partition's

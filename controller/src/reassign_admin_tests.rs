@@ -111,3 +111,83 @@ fn a_cancel_that_would_leave_no_original_replica_in_sync_does_not_stop_the_other
     assert!(results[0].error_message.contains("t-2"), "{}", results[0].error_message);
     assert_eq!(results[1].error_code, 0);
 }
+
+/// Brokers 1–3 and topic `t` of `n` settled partitions on [1, 2].
+fn settled_view(n: u32) -> ClusterView {
+    let mut v = ClusterView::default();
+    for b in 1..=3 {
+        v.brokers.insert(b, BrokerRegistration::default());
+    }
+    let settled = PartitionState {
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        ..Default::default()
+    };
+    let partitions = (0..n)
+        .map(|p| {
+            let entry = PartitionEntry {
+                state: settled.clone(),
+                mod_revision: 10 + u64::from(p),
+            };
+            (p, entry)
+        })
+        .collect();
+    v.topics.insert(
+        "t".into(),
+        TopicEntry {
+            record: Some(TopicRecord::default()),
+            mod_revision: 5,
+            partitions,
+        },
+    );
+    v
+}
+
+#[test]
+fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
+    // More partitions than one thread plans, named in an order that is neither numeric nor the
+    // keys', with one named twice.
+    let n = 2 * PLAN_CHUNK as u32 + 7;
+    let view = settled_view(n);
+    let mut named: Vec<u32> = (0..n).rev().collect();
+    named.swap(3, 100_000);
+    named.push(42);
+    let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
+    let Decided::Refused(r) = plan_alter(&req, &view, &Reassignments::new(), 0, 1) else {
+        panic!("a partition named twice must refuse the request");
+    };
+    let answered: Vec<u32> = r.results.iter().map(|r| r.partition).collect();
+    assert_eq!(answered, named);
+    let refused: Vec<(usize, &str)> = r
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.error_code != 0)
+        .map(|(i, r)| (i, r.error_message.as_str()))
+        .collect();
+    // The first naming is planned; the second is the one refused.
+    assert_eq!(
+        refused,
+        vec![(n as usize, "partition t-42 appears twice in the request")]
+    );
+
+    named.pop();
+    let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
+    let Decided::Write(changes, results, touched) = plan_alter(&req, &view, &Reassignments::new(), 0, 1) else {
+        panic!("a valid request must be written");
+    };
+    assert_eq!(results.iter().map(|r| r.partition).collect::<Vec<_>>(), named);
+    assert!(results.iter().all(|r| r.error_code == 0));
+    let guarded: Vec<String> = changes.iter().map(|c| c.guards[0].key.clone()).collect();
+    let mut by_key = guarded.clone();
+    by_key.sort();
+    assert_eq!(guarded, by_key, "changes in key order");
+    assert_eq!(guarded.len(), n as usize);
+    // Each change keeps its own partition's revision, whichever thread planned it.
+    for c in &changes {
+        let rev = 10 + u64::from(c.partition.1);
+        assert_eq!(c.guards[0].check, Some(pb::guard::Check::ModRevision(rev)));
+    }
+    assert!(!touched.is_empty());
+}

@@ -27,7 +27,7 @@ use proto::metastore as pb;
 
 use crate::reassign_admin::{
     alter_writes, change, delete_op, load_moves, load_reassignments, merge, plan_alter, topics_of, unclean_allowed,
-    Change, Decided, Moves, Reassignments,
+    Change, Decided, Moves, Reassignments, PLAN_CHUNK,
 };
 use crate::reassignment;
 use crate::store::{at_revision, load_partition_view, load_view, put_op};
@@ -269,28 +269,40 @@ fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) ->
 /// The changes that roll every move back: (changes, cancelled partitions, refusals).
 fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
     let live = view.live_brokers();
+    let moves: Vec<_> = moving.iter().collect();
+    let planned = crate::par_map(&moves, PLAN_CHUNK, |((topic, p), (record, rrev))| {
+        let Some(entry) = view.partition(topic, *p) else {
+            // The topic is gone; only the record is left.
+            return Ok((
+                Change {
+                    partition: (topic.clone(), *p),
+                    guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
+                    ops: vec![delete_op(keys::reassignment(topic, *p))],
+                },
+                None,
+            ));
+        };
+        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
+            Ok(state) => Ok((
+                change(topic, *p, entry.mod_revision, &state, None, true),
+                Some((topic, *p)),
+            )),
+            Err(e) => Err(format!("{topic}-{p}: {}", e.message)),
+        }
+    });
     let mut changes = Vec::with_capacity(moving.len());
     let mut cancelled = Vec::with_capacity(moving.len());
     let mut refused = Vec::new();
-    for ((topic, p), (record, rrev)) in moving {
-        let Some(entry) = view.partition(topic, *p) else {
-            // The topic is gone; only the record is left.
-            changes.push(Change {
-                partition: (topic.clone(), *p),
-                guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
-                ops: vec![delete_op(keys::reassignment(topic, *p))],
-            });
-            continue;
-        };
-        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
-            Ok(state) => {
-                changes.push(change(topic, *p, entry.mod_revision, &state, None, true));
-                cancelled.push(TopicPartition {
+    for outcome in planned {
+        match outcome {
+            Ok((c, rolled_back)) => {
+                changes.push(c);
+                cancelled.extend(rolled_back.map(|(topic, partition)| TopicPartition {
                     topic: topic.clone(),
-                    partition: *p,
-                });
+                    partition,
+                }));
             }
-            Err(e) => refused.push(format!("{topic}-{p}: {}", e.message)),
+            Err(e) => refused.push(e),
         }
     }
     (changes, cancelled, refused)

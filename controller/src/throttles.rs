@@ -329,22 +329,42 @@ pub async fn alter(
     })
 }
 
-/// What a submit adds for auto-remove throttles: a guard on the record of every scope the
-/// submitted partitions (`(topic, next state)`) touch, and a put arming each such record that has
-/// unarmed auto-remove throttles. Guarding them all means an AlterThrottles landing between the
-/// submit's read and its write makes the submit read again, so no throttle is left unarmed.
-pub fn arming(
-    view: &ClusterView,
-    brokers: &BrokerConfigs,
-    submitted: &[(String, PartitionState)],
-) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    let mut scopes = std::collections::BTreeSet::new();
-    for (t, s) in submitted {
-        scopes.insert(Scope::Topic(t.clone()));
-        scopes.extend(s.replicas.iter().map(|b| Scope::Broker(*b)));
+/// The scopes a submit's partitions touch (their topics and the brokers of their replicas),
+/// gathered partition by partition.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Touched {
+    topics: std::collections::BTreeSet<String>,
+    brokers: std::collections::BTreeSet<i32>,
+}
+
+impl Touched {
+    /// Adds a partition of `topic` whose next state is `state`.
+    pub fn add(&mut self, topic: &str, state: &PartitionState) {
+        // A million partitions of one topic copy its name once.
+        if !self.topics.contains(topic) {
+            self.topics.insert(topic.to_string());
+        }
+        self.brokers.extend(state.replicas.iter().copied());
     }
+
+    /// Whether no partition was added.
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    fn scopes(self) -> impl Iterator<Item = Scope> {
+        let brokers = self.brokers.into_iter().map(Scope::Broker);
+        brokers.chain(self.topics.into_iter().map(Scope::Topic))
+    }
+}
+
+/// What a submit adds for auto-remove throttles: a guard on the record of every scope its
+/// submitted partitions touch, and a put arming each such record that has unarmed auto-remove
+/// throttles. Guarding them all means an AlterThrottles landing between the submit's read and
+/// its write makes the submit read again, so no throttle is left unarmed.
+pub fn arming(view: &ClusterView, brokers: &BrokerConfigs, touched: Touched) -> (Vec<pb::Guard>, Vec<pb::Op>) {
     let (mut guards, mut ops) = (Vec::new(), Vec::new());
-    for scope in scopes {
+    for scope in touched.scopes() {
         let (revision, config, auto) = match &scope {
             Scope::Broker(b) => match brokers.get(b) {
                 Some((rec, rev)) => (*rev, rec.config.clone(), rec.auto_remove.clone()),
@@ -557,7 +577,10 @@ mod tests {
             });
         }
         let state = moving.topics["t"].partitions[&0].state.clone();
-        let (guards, ops) = arming(&moving, &stored, &[("t".into(), state)]);
+        let mut touched = Touched::default();
+        touched.add("t", &state);
+        touched.add("t", &state);
+        let (guards, ops) = arming(&moving, &stored, touched);
         // Guards on topic t and brokers 1 and 2; puts arming t and broker 2 (1 has no record).
         assert_eq!((guards.len(), ops.len()), (3, 2));
         assert!(removals(&moving, &stored).is_empty(), "not armed yet");

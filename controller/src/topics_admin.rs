@@ -148,6 +148,14 @@ fn named_twice(topic: &str) -> Refusal {
     }
 }
 
+/// Partitions `first..` with their replicas, in the order of their keys
+/// ([`keys::partition_key_rank`]): a million puts in that order apply several times faster.
+fn in_key_order<T>(replicas: Vec<T>, first: u32) -> impl Iterator<Item = (u32, T)> {
+    let mut numbered: Vec<(u32, T)> = (first..).zip(replicas).collect();
+    numbered.sort_by_cached_key(|(p, _)| keys::partition_key_rank(*p));
+    numbered.into_iter()
+}
+
 /// A new topic's writes: its record and every partition, guarded on the topic being absent (a
 /// topic created since the view was read, or named twice, fails the guard).
 fn create_writes(t: &NewTopic, view: &ClusterView, validate_only: bool) -> Result<Plan<()>, Refusal> {
@@ -165,12 +173,10 @@ fn create_writes(t: &NewTopic, view: &ClusterView, validate_only: bool) -> Resul
     };
     let mut ops = Vec::with_capacity(assignment.len() + 1);
     ops.push(put_op(keys::topic(&t.topic), &record));
-    for (p, replicas) in assignment.into_iter().enumerate() {
-        ops.push(put_op(
-            keys::partition(&t.topic, p as u32),
-            &new_partition(replicas, &live),
-        ));
-    }
+    ops.extend(
+        in_key_order(assignment, 0)
+            .map(|(p, replicas)| put_op(keys::partition(&t.topic, p), &new_partition(replicas, &live))),
+    );
     Ok(Plan::write(vec![at_revision(keys::topic(&t.topic), 0)], ops, ()))
 }
 
@@ -308,12 +314,10 @@ fn partitions_writes(
     let first = topic.partitions.len() as u32;
     let mut ops = Vec::with_capacity(new.len() + 1);
     ops.push(put_op(keys::topic(&t.topic), &record));
-    for (i, replicas) in new.into_iter().enumerate() {
-        ops.push(put_op(
-            keys::partition(&t.topic, first + i as u32),
-            &new_partition(replicas, &live),
-        ));
-    }
+    ops.extend(
+        in_key_order(new, first)
+            .map(|(p, replicas)| put_op(keys::partition(&t.topic, p), &new_partition(replicas, &live))),
+    );
     let guards = vec![at_revision(keys::topic(&t.topic), topic.mod_revision)];
     Ok(Plan::write(guards, ops, ()))
 }
