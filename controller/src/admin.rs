@@ -301,12 +301,18 @@ impl Admin for AdminService {
             return leader.alter_partition_reassignments(forwarded(req.into_inner())).await;
         }
         let (req, now) = (req.into_inner(), self.clock.wall_ms());
+        let (started, partitions) = (std::time::Instant::now(), req.partitions.len());
         let r = if reassign_cancel::is_cancel(&req) {
             reassign_cancel::cancel(&self.client, req, now).await
         } else {
             reassign_admin::alter(&self.client, req, now).await
         }
         .map_err(status)?;
+        tracing::debug!(
+            partitions,
+            ms = started.elapsed().as_millis() as u64,
+            "reassignment request served"
+        );
         Ok(Response::new(r))
     }
 

@@ -310,7 +310,7 @@ fn request_order(req: &AlterPartitionReassignmentsRequest) -> Vec<(usize, bool)>
 }
 
 /// Partitions planned per thread, at least ([`crate::par_map`]).
-pub(crate) const PLAN_CHUNK: usize = 50_000;
+pub(crate) const PLAN_CHUNK: usize = 4_000;
 
 /// Plans every partition of a request against one read state. A large request is planned on
 /// every core: a million partitions take seconds of CPU, and nothing else runs meanwhile.

@@ -151,7 +151,7 @@ fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
     let n = 2 * PLAN_CHUNK as u32 + 7;
     let view = settled_view(n);
     let mut named: Vec<u32> = (0..n).rev().collect();
-    named.swap(3, 100_000);
+    named.swap(3, n as usize / 2);
     named.push(42);
     let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
     let Decided::Refused(r) = plan_alter(&req, &view, &Reassignments::new(), 0, 1) else {
