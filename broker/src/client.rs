@@ -118,11 +118,7 @@ impl ClusterClient {
     /// Sends the next admin calls to the node an answer named as the leader, when it is one of
     /// the bootstrap servers (compared as written) and has not failed a call lately.
     fn follow_leader_hint(&self, meta: &tonic::metadata::MetadataMap) {
-        let Some(addr) = meta.get(proto::LEADER_HINT).and_then(|v| v.to_str().ok()) else {
-            return;
-        };
-        let Some(i) = self.admin_addrs.iter().position(|a| a == addr) else {
-            tracing::debug!(leader = addr, "leader hint names no bootstrap server; ignored");
+        let Some(i) = crate::controller_channels::hinted(meta, &self.admin_addrs) else {
             return;
         };
         let failed_lately = self

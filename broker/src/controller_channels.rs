@@ -10,18 +10,32 @@ use proto::ferry::admin_client::AdminClient;
 #[derive(Clone)]
 pub struct ControllerChannels {
     channels: Arc<Vec<tonic::transport::Channel>>,
+    /// The address of each channel, as configured, for leader hints.
+    addrs: Arc<Vec<String>>,
     next: Arc<AtomicUsize>,
+}
+
+/// The place in `addrs` (compared as written) of the leader an answer's hint names
+/// ([`proto::LEADER_HINT`]); `None` without a hint or for an address not in `addrs`.
+pub fn hinted(meta: &tonic::metadata::MetadataMap, addrs: &[String]) -> Option<usize> {
+    let addr = meta.get(proto::LEADER_HINT)?.to_str().ok()?;
+    let i = addrs.iter().position(|a| a == addr);
+    if i.is_none() {
+        tracing::debug!(leader = addr, "leader hint names no known quorum node; ignored");
+    }
+    i
 }
 
 impl ControllerChannels {
     /// Channels to `quorum`; `None` when no address parses.
     pub fn new(quorum: &[String]) -> Option<Self> {
-        let channels: Vec<_> = quorum
+        let (channels, addrs): (Vec<_>, Vec<_>) = quorum
             .iter()
-            .filter_map(|q| metastore::peers::channel(q).ok())
-            .collect();
+            .filter_map(|q| Some((metastore::peers::channel(q).ok()?, q.clone())))
+            .unzip();
         (!channels.is_empty()).then(|| Self {
             channels: Arc::new(channels),
+            addrs: Arc::new(addrs),
             next: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -29,10 +43,47 @@ impl ControllerChannels {
     /// A client of the node to ask next.
     pub fn admin(&self) -> AdminClient<tonic::transport::Channel> {
         AdminClient::new(self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone())
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30)
     }
 
     /// The last call failed: the next goes to another node.
     pub fn failed(&self) {
         self.next.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An answer named the leader: the next calls go to it, so that a large request is not
+    /// forwarded by the node asked (one more crossing of the request and of its answer).
+    pub fn follow(&self, meta: &tonic::metadata::MetadataMap) {
+        if let Some(i) = hinted(meta, &self.addrs) {
+            self.next.store(i, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(addr: &str) -> tonic::metadata::MetadataMap {
+        let mut m = tonic::metadata::MetadataMap::new();
+        m.insert(proto::LEADER_HINT, addr.parse().expect("an ASCII address"));
+        m
+    }
+
+    // A runtime: channels are made lazily on it.
+    #[tokio::test]
+    async fn calls_follow_a_hint_to_a_known_quorum_node_only() {
+        let quorum: Vec<String> = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"].map(String::from).into();
+        let ch = ControllerChannels::new(&quorum).expect("the addresses parse");
+        let next = || ch.next.load(Ordering::Relaxed) % quorum.len();
+        ch.follow(&hint("127.0.0.1:3"));
+        assert_eq!(next(), 2);
+        ch.follow(&hint("10.0.0.9:7701"));
+        assert_eq!(next(), 2, "an unknown address is ignored");
+        ch.follow(&tonic::metadata::MetadataMap::new());
+        assert_eq!(next(), 2, "no hint changes nothing");
+        ch.failed();
+        assert_eq!(next(), 0);
     }
 }

@@ -48,7 +48,10 @@ where
     Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
     match tokio::time::timeout(CONTROLLER_DEADLINE, f(ch.admin())).await {
-        Ok(Ok(r)) => Ok(r.into_inner()),
+        Ok(Ok(r)) => {
+            ch.follow(r.metadata());
+            Ok(r.into_inner())
+        }
         Ok(Err(s)) => {
             ch.failed();
             Err((
