@@ -193,7 +193,7 @@ pub(crate) async fn load_moves(client: &Client, topics: &[String]) -> Result<Mov
 /// What a request's partitions decided, before the writes are put together.
 pub(crate) enum Decided {
     Refused(AlterPartitionReassignmentsResponse),
-    /// The changes (in key order, [`merge`]), the answers (in the request's order), and the
+    /// The changes (in key order, [`key_order`]), the answers (in the request's order), and the
     /// scopes the partitions left moving touch (for arming auto-remove throttles).
     Write(Vec<Change>, Vec<PartitionResult>, crate::throttles::Touched),
 }
@@ -286,24 +286,30 @@ fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRe
     }
 }
 
-/// The request's partitions in key order ([`in_key_order`]), as indexes into it, each with
-/// whether it repeats the partition before it (a partition named twice is refused).
-fn request_order(req: &AlterPartitionReassignmentsRequest) -> Vec<(usize, bool)> {
+/// The positions of `partitions` in the order of their keys, each with its sort key: grouped by
+/// topic (in the order topics are first named), each topic's by [`keys::partition_key_rank`],
+/// a repeated partition after its first naming. Planned and written in this order, neighbouring
+/// keys reach the store's tree in turn.
+pub(crate) fn key_order<'a>(partitions: impl Iterator<Item = (&'a str, u32)>) -> Vec<((usize, u64), usize)> {
     let mut topics = BTreeMap::new();
-    let mut keyed: Vec<((usize, u64), usize)> = req
-        .partitions
-        .iter()
+    let mut keyed: Vec<((usize, u64), usize)> = partitions
         .enumerate()
-        .map(|(i, t)| {
+        .map(|(i, (topic, p))| {
             let n = topics.len();
-            let topic = *topics.entry(t.topic.as_str()).or_insert(n);
-            ((topic, keys::partition_key_rank(t.partition)), i)
+            let topic = *topics.entry(topic).or_insert(n);
+            ((topic, keys::partition_key_rank(p)), i)
         })
         .collect();
-    // Stable on the index: of a repeated partition, the first named is planned.
+    // Unique with the position, so unstable is deterministic and the first naming comes first.
     keyed.sort_unstable();
-    let mut last = None;
     keyed
+}
+
+/// The request's partitions in key order ([`key_order`]), as indexes into it, each with whether
+/// it repeats the partition before it (a partition named twice is refused).
+fn request_order(req: &AlterPartitionReassignmentsRequest) -> Vec<(usize, bool)> {
+    let mut last = None;
+    key_order(req.partitions.iter().map(|t| (t.topic.as_str(), t.partition)))
         .into_iter()
         .map(|(key, i)| (i, last.replace(key) == Some(key)))
         .collect()
@@ -385,27 +391,9 @@ pub(crate) fn plan_alter(
     Decided::Write(changes, results, touched)
 }
 
-/// `changes` grouped by topic, each topic's in the order of the partitions' keys
-/// ([`keys::partition_key_rank`]), so that the store applies neighbouring keys in turn.
-fn in_key_order(changes: Vec<Change>) -> Vec<Change> {
-    let mut topics = BTreeMap::new();
-    let ranks: Vec<(usize, u64)> = changes
-        .iter()
-        .map(|c| {
-            let n = topics.len();
-            let topic = *topics.entry(c.partition.0.as_str()).or_insert(n);
-            (topic, keys::partition_key_rank(c.partition.1))
-        })
-        .collect();
-    let mut keyed: Vec<_> = ranks.into_iter().zip(changes).collect();
-    keyed.sort_unstable_by_key(|(rank, _)| *rank);
-    keyed.into_iter().map(|(_, c)| c).collect()
-}
-
-/// The guards and ops of `changes`, after `guards`, grouped by topic and in key order within
-/// each ([`in_key_order`]).
+/// The guards and ops of `changes`, after `guards`, in the order given (planners hand them in
+/// key order, [`key_order`]).
 pub(crate) fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    let changes = in_key_order(changes);
     guards.reserve(changes.iter().map(|c| c.guards.len()).sum());
     // Room for the few ops callers append (the submit epoch, the cancel marker), so that no
     // push copies a million-op vector.

@@ -26,8 +26,8 @@ use proto::keys;
 use proto::metastore as pb;
 
 use crate::reassign_admin::{
-    alter_writes, change, delete_op, load_moves, load_reassignments, merge, plan_alter, topics_of, unclean_allowed,
-    Change, Decided, Moves, Reassignments, PLAN_CHUNK,
+    alter_writes, change, delete_op, key_order, load_moves, load_reassignments, merge, plan_alter, topics_of,
+    unclean_allowed, Change, Decided, Moves, Reassignments, PLAN_CHUNK,
 };
 use crate::reassignment;
 use crate::store::{at_revision, load_partition_view, load_view, put_op};
@@ -270,6 +270,9 @@ fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) ->
 fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
     let live = view.live_brokers();
     let moves: Vec<_> = moving.iter().collect();
+    // In key order, so that the changes are written in it.
+    let order = key_order(moves.iter().map(|((t, p), _)| (t.as_str(), *p)));
+    let moves: Vec<_> = order.into_iter().map(|(_, i)| moves[i]).collect();
     let planned = crate::par_map(&moves, PLAN_CHUNK, |((topic, p), (record, rrev))| {
         let Some(entry) = view.partition(topic, *p) else {
             // The topic is gone; only the record is left.

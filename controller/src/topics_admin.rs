@@ -149,7 +149,7 @@ fn named_twice(topic: &str) -> Refusal {
 }
 
 /// Partitions `first..` with their replicas, in the order of their keys
-/// ([`keys::partition_key_rank`]): a million puts in that order apply several times faster.
+/// ([`keys::partition_key_rank`]), so that the store applies neighbouring keys in turn.
 fn in_key_order<T>(replicas: Vec<T>, first: u32) -> impl Iterator<Item = (u32, T)> {
     let mut numbered: Vec<(u32, T)> = (first..).zip(replicas).collect();
     numbered.sort_by_cached_key(|(p, _)| keys::partition_key_rank(*p));
