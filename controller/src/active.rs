@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::partition_change::Election;
 use crate::partition_change_builder::{Built, Elect, PartitionChangeBuilder};
-use crate::store::{at_revision, put_op};
+use crate::store::put_op;
 use crate::write_runner::{Plan, Runner};
 use crate::{reassign_admin, reassignment};
 
@@ -223,12 +223,9 @@ fn absorb(view: &mut ClusterView, first: FollowEvent, follow: &mut Receiver<Foll
 async fn write_pass(client: &Client, term: u64, plan: Vec<PartitionWrite>) -> bool {
     let results: Vec<_> = futures::stream::iter(plan)
         .map(|w| async move {
-            let key = keys::partition(&w.topic, w.partition);
-            let (guards, ops) = if w.completes {
-                reassign_admin::completion_ops(&w.topic, w.partition, w.revision, &w.state)
-            } else {
-                (vec![at_revision(key.clone(), w.revision)], vec![put_op(key, &w.state)])
-            };
+            // A completed state carries no record: one put writes the move's end.
+            let c = reassign_admin::change(&w.topic, w.partition, w.revision, &w.state);
+            let (guards, ops) = (vec![c.guard], vec![c.op]);
             let changed = Refusal::new(
                 ErrorCode::INVALID_UPDATE_VERSION,
                 format!("partition {}-{} changed", w.topic, w.partition),

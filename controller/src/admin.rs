@@ -488,6 +488,8 @@ struct IsrWrite {
 
 /// An AlterPartition decided: answered at once (an unknown partition, a refused change), or a
 /// write.
+// One per AlterPartition, moved once and never stored: the size of a variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum IsrDecision {
     Answer(AlterPartitionResponse),
     Write(IsrWrite),
@@ -530,15 +532,9 @@ fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView) -> IsrDecision {
             })
         }
     };
-    let (mut guards, ops) = if completes {
-        reassign_admin::completion_ops(&req.topic, req.partition, entry.mod_revision, &new)
-    } else {
-        let key = keys::partition(&req.topic, req.partition);
-        (
-            vec![at_revision(key.clone(), entry.mod_revision)],
-            vec![put_op(key, &new)],
-        )
-    };
+    // A completing state carries no record: the one put ends the move.
+    let c = reassign_admin::change(&req.topic, req.partition, entry.mod_revision, &new);
+    let (mut guards, ops) = (vec![c.guard], vec![c.op]);
     // While a cancel-all rolls moves back, their adding replicas do not join the ISR: that
     // would complete (or change) the very partitions the rollback is writing. The marker's
     // absence is a guard of the write, so a cancel-all that lands first fails it.

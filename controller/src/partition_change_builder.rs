@@ -181,6 +181,11 @@ mod tests {
             isr: vec![1, 2],
             leader_epoch: 2,
             partition_epoch: 5,
+            reassignment: Some(proto::ferry::ReassignmentRecord {
+                original: vec![1, 2],
+                target: vec![2, 3],
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }

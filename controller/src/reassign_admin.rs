@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use metastore::Client;
-use prost::Message;
 use proto::cluster_view::ClusterView;
 use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::*;
@@ -18,67 +17,12 @@ use proto::metastore as pb;
 use proto::{keys, topic_config};
 
 use crate::reassignment;
-use crate::store::{at_revision, load_topics_view, put_op, read_alone, TopicDepth};
+use crate::store::{at_revision, load_topics_view, put_op, TopicDepth};
 use crate::write_runner::{Plan, Runner};
 
-/// In-flight reassignments by partition, with their key's revision.
-pub type Reassignments = BTreeMap<(String, u32), (ReassignmentRecord, u64)>;
-
-/// Reads the reassignment records of `topics` (every record when `None`) and whether the
-/// cancel-all marker is present (with its revision, 0 when absent).
-pub async fn load_reassignments(
-    client: &Client,
-    topics: Option<&[String]>,
-) -> Result<(Reassignments, u64), metastore::ClientError> {
-    let kvs = match topics {
-        None => {
-            // One read covers the records and the marker (both start with this), so they come
-            // from one revision and cost one read index.
-            const RECORDS_AND_MARKER: &str = "/admin/reassign";
-            debug_assert!(keys::REASSIGNMENTS.starts_with(RECORDS_AND_MARKER));
-            debug_assert!(keys::REASSIGN_CANCEL.starts_with(RECORDS_AND_MARKER));
-            let resp = client.range_req(range(RECORDS_AND_MARKER.into())).await?;
-            resp.kvs
-        }
-        Some(topics) => {
-            let records = futures::future::try_join_all(
-                topics
-                    .iter()
-                    .map(|t| client.range_req(range(keys::topic_reassignments(t)))),
-            );
-            let (marker, records) = tokio::try_join!(client.get(keys::REASSIGN_CANCEL), records)?;
-            marker
-                .into_iter()
-                .chain(records.into_iter().flat_map(|r| r.kvs))
-                .collect()
-        }
-    };
-    Ok(crate::off_runtime(move || {
-        let mut out = BTreeMap::new();
-        let mut marker = 0;
-        for kv in kvs {
-            if kv.key == keys::REASSIGN_CANCEL {
-                marker = kv.mod_revision;
-                continue;
-            }
-            if let (Some((t, p)), Ok(r)) = (
-                keys::parse_reassignment_key(&kv.key),
-                ReassignmentRecord::decode(kv.value.as_ref()),
-            ) {
-                out.insert((t.to_string(), p), (r, kv.mod_revision));
-            }
-        }
-        (out, marker)
-    })
-    .await)
-}
-
-/// A read of every key under `prefix`.
-fn range(prefix: String) -> pb::RangeRequest {
-    pb::RangeRequest {
-        prefix,
-        ..Default::default()
-    }
+/// The cancel-all marker's revision, 0 when it is absent.
+pub async fn load_marker(client: &Client) -> Result<u64, metastore::ClientError> {
+    Ok(client.get(keys::REASSIGN_CANCEL).await?.map_or(0, |kv| kv.mod_revision))
 }
 
 /// The distinct topics of a request's partitions.
@@ -95,13 +39,6 @@ pub(crate) fn topics_of<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<Str
     set.into_iter().map(str::to_string).collect()
 }
 
-/// A delete of `key`.
-pub(crate) fn delete_op(key: String) -> pb::Op {
-    pb::Op {
-        op: Some(pb::op::Op::Delete(pb::DeleteOp { key })),
-    }
-}
-
 pub(crate) fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
     view.topics
         .get(topic)
@@ -109,40 +46,24 @@ pub(crate) fn unclean_allowed(view: &ClusterView, topic: &str) -> bool {
         .is_some_and(|r| topic_config::unclean_election_allowed(&r.config))
 }
 
-/// The writes of one partition's change: the partition, its guards and ops.
-pub(crate) struct Change {
+/// The writes of one partition's change: the partition, its guard and its put.
+pub struct Change {
     /// The partition changed (topic, partition).
     pub partition: (String, u32),
     /// What must still hold: the partition's revision as planned on.
-    pub guards: Vec<pb::Guard>,
-    /// The partition's next state, and its reassignment record's put or delete.
-    pub ops: Vec<pb::Op>,
+    pub guard: pb::Guard,
+    /// The put of the partition's next state (its reassignment record with it).
+    pub op: pb::Op,
 }
 
-/// Writes a partition's next state and its reassignment record, or removes the record when
-/// `had_record`. Guarded by the partition's revision alone: every write of a reassignment record
-/// writes its partition in the same transaction, so that revision stands for both, provided the
-/// record was read after the partition (as [`load_moves`] reads them; and a 100,000-partition
-/// request carries half the guards).
-pub(crate) fn change(
-    topic: &str,
-    p: u32,
-    partition_rev: u64,
-    state: &PartitionState,
-    record: Option<&ReassignmentRecord>,
-    had_record: bool,
-) -> Change {
+/// Writes a partition's next state, guarded by the revision it was planned on. The state holds
+/// the reassignment record, so one key and one guard cover both.
+pub fn change(topic: &str, p: u32, partition_rev: u64, state: &PartitionState) -> Change {
     let pkey = keys::partition(topic, p);
-    let mut ops = vec![put_op(pkey.clone(), state)];
-    match record {
-        Some(r) => ops.push(put_op(keys::reassignment(topic, p), r)),
-        None if had_record => ops.push(delete_op(keys::reassignment(topic, p))),
-        None => {}
-    }
     Change {
         partition: (topic.to_string(), p),
-        guards: vec![at_revision(pkey, partition_rev)],
-        ops,
+        guard: at_revision(pkey.clone(), partition_rev),
+        op: put_op(pkey, state),
     }
 }
 
@@ -155,39 +76,27 @@ fn refusal(topic: &str, p: u32, code: ErrorCode, message: String) -> PartitionRe
     }
 }
 
-/// The state a request is planned on: the cluster view, the reassignments, the cancel-all
-/// marker's revision (0: absent) and the broker config records (for arming throttles).
+/// The state a request is planned on: the cluster view (its partitions hold their reassignment
+/// records), the cancel-all marker's revision (0: absent) and the broker config records (for
+/// arming throttles).
 pub(crate) struct Moves {
     /// Brokers, topics and partitions.
     pub view: ClusterView,
-    /// The reassignment records.
-    pub moving: Reassignments,
     /// The cancel-all marker's revision (0: absent).
     pub marker: u64,
     /// The broker config records.
     pub brokers: crate::throttles::BrokerConfigs,
 }
 
-/// Reads the state a request on `topics` is planned on: of those topics (or, when there are
-/// many, of the whole cluster, [`read_alone`]) the view and the broker configs side by side
-/// (each read waits for its own read index, which a busy leader is slow to confirm), then the
-/// reassignments. Not all at once: a record changes only with its partition, so a record read
-/// after its partition is never older than it and the partition's guard covers both. Read side
-/// by side, a record from just before a completion met the completed partition: a cancel then
-/// refused it as leaving no original replica in sync (the move had finished), and could have
-/// rolled a finished move back.
+/// Reads the state a request on `topics` is planned on: of those topics the view (with the
+/// partitions' reassignment records), the broker configs and the cancel-all marker, side by side.
 pub(crate) async fn load_moves(client: &Client, topics: &[String]) -> Result<Moves, metastore::ClientError> {
-    let (view, brokers) = tokio::try_join!(
+    let (view, brokers, marker) = tokio::try_join!(
         load_topics_view(client, topics, TopicDepth::AllPartitions),
-        crate::throttles::load_broker_configs(client)
+        crate::throttles::load_broker_configs(client),
+        load_marker(client)
     )?;
-    let (moving, marker) = load_reassignments(client, read_alone(topics)).await?;
-    Ok(Moves {
-        view,
-        moving,
-        marker,
-        brokers,
-    })
+    Ok(Moves { view, marker, brokers })
 }
 
 /// What a request's partitions decided, before the writes are put together.
@@ -201,7 +110,6 @@ pub(crate) enum Decided {
 /// What every partition of a request is decided against.
 struct AlterContext<'a> {
     view: &'a ClusterView,
-    moving: &'a Reassignments,
     marker: u64,
     live: BTreeSet<i32>,
     throttle: u64,
@@ -218,17 +126,10 @@ fn plan_partition(t: &ReassignmentTarget, cx: &AlterContext<'_>) -> Result<(Chan
             format!("partition {topic}-{p} does not exist"),
         )
     })?;
-    let existing = cx.moving.get(&(topic.to_string(), p));
     let Some(target) = &t.replicas else {
-        let Some((record, _)) = existing else {
-            return Err(Refusal::new(
-                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
-                format!("there is no reassignment of {topic}-{p} to cancel"),
-            ));
-        };
-        let state = reassignment::cancel(&entry.state, record, &cx.live, unclean_allowed(cx.view, topic))
+        let state = reassignment::cancel(&entry.state, &cx.live, unclean_allowed(cx.view, topic))
             .map_err(|e| e.context(format!("{topic}-{p}")))?;
-        return Ok((change(topic, p, entry.mod_revision, &state, None, true), None));
+        return Ok((change(topic, p, entry.mod_revision, &state), None));
     };
     if cx.marker != 0 {
         return Err(Refusal::new(
@@ -239,24 +140,16 @@ fn plan_partition(t: &ReassignmentTarget, cx: &AlterContext<'_>) -> Result<(Chan
     reassignment::validate_target(&target.brokers, &cx.live).map_err(|e| e.context(format!("{topic}-{p}")))?;
     reassignment::validate_dirs(&target.brokers, &t.log_dirs, &cx.view.brokers)
         .map_err(|e| e.context(format!("{topic}-{p}")))?;
-    let sub = reassignment::submit(
+    let next = reassignment::submit(
         &entry.state,
-        existing.map(|(r, _)| r),
         &target.brokers,
         &t.log_dirs,
         cx.throttle,
         cx.now,
         &cx.live,
     );
-    let c = change(
-        topic,
-        p,
-        entry.mod_revision,
-        &sub.state,
-        sub.record.as_ref(),
-        existing.is_some(),
-    );
-    let moving = reassignment::is_moving(&sub.state).then_some(sub.state);
+    let c = change(topic, p, entry.mod_revision, &next);
+    let moving = reassignment::is_moving(&next).then_some(next);
     Ok((c, moving))
 }
 
@@ -323,7 +216,6 @@ pub(crate) const PLAN_CHUNK: usize = 4_000;
 pub(crate) fn plan_alter(
     req: &AlterPartitionReassignmentsRequest,
     view: &ClusterView,
-    moving: &Reassignments,
     marker: u64,
     now_ms: u64,
 ) -> Decided {
@@ -340,7 +232,6 @@ pub(crate) fn plan_alter(
     };
     let cx = AlterContext {
         view,
-        moving,
         marker,
         live: view.live_brokers(),
         throttle,
@@ -394,13 +285,13 @@ pub(crate) fn plan_alter(
 /// The guards and ops of `changes`, after `guards`, in the order given (planners hand them in
 /// key order, [`key_order`]).
 pub(crate) fn merge(changes: Vec<Change>, mut guards: Vec<pb::Guard>) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    guards.reserve(changes.iter().map(|c| c.guards.len()).sum());
+    guards.reserve(changes.len());
     // Room for the few ops callers append (the submit epoch, the cancel marker), so that no
     // push copies a million-op vector.
-    let mut ops = Vec::with_capacity(changes.iter().map(|c| c.ops.len()).sum::<usize>() + 2);
+    let mut ops = Vec::with_capacity(changes.len() + 2);
     for c in changes {
-        guards.extend(c.guards);
-        ops.extend(c.ops);
+        guards.push(c.guard);
+        ops.push(c.op);
     }
     (guards, ops)
 }
@@ -413,7 +304,7 @@ pub(crate) fn alter_writes(
     m: &Moves,
     now_ms: u64,
 ) -> Plan<AlterPartitionReassignmentsResponse> {
-    let (changes, results, touched) = match plan_alter(req, &m.view, &m.moving, m.marker, now_ms) {
+    let (changes, results, touched) = match plan_alter(req, &m.view, m.marker, now_ms) {
         Decided::Refused(r) => return Plan::answer(r),
         Decided::Write(c, r, s) => (c, r, s),
     };
@@ -471,7 +362,8 @@ pub async fn alter(
     }))
 }
 
-/// ListPartitionReassignments.
+/// ListPartitionReassignments: of the partitions asked about (every partition when none is
+/// named, as Kafka's controller walks its whole image), those whose state holds a reassignment.
 pub async fn list(
     client: &Client,
     req: ListPartitionReassignmentsRequest,
@@ -481,61 +373,44 @@ pub async fn list(
         .iter()
         .map(|tp| (tp.topic.clone(), tp.partition))
         .collect();
-    // Only the topics asked about, or with moves: the records come first when every move is
-    // asked for (they name the topics), and then one whose partition stopped moving before it
-    // was read is left out.
-    let (view, (moving, marker)) = if wanted.is_empty() {
-        let (moving, marker) = load_reassignments(client, None).await?;
-        let topics = topics_of(moving.keys().map(|(t, _)| t.as_str()));
-        (
-            load_topics_view(client, &topics, TopicDepth::AllPartitions).await?,
-            (moving, marker),
-        )
-    } else {
-        let topics = topics_of(wanted.iter().map(|(t, _)| t.as_str()));
-        let view = load_topics_view(client, &topics, TopicDepth::AllPartitions).await?;
-        (view, load_reassignments(client, read_alone(&topics)).await?)
+    let read = async {
+        if wanted.is_empty() {
+            crate::store::load_view(client).await
+        } else {
+            let topics = topics_of(wanted.iter().map(|(t, _)| t.as_str()));
+            load_topics_view(client, &topics, TopicDepth::AllPartitions).await
+        }
     };
-    let reassignments = moving
-        .into_iter()
-        .filter(|(k, _)| wanted.is_empty() || wanted.contains(k))
-        .filter_map(|((topic, p), (r, _))| {
-            let state = view.partition(&topic, p).map(|e| e.state.clone())?;
-            if !reassignment::is_moving(&state) {
-                return None;
-            }
-            Some(OngoingReassignment {
-                topic,
-                partition: p,
-                replicas: state.replicas,
-                adding: state.adding,
-                removing: state.removing,
-                original_replicas: r.original,
-                target: r.target,
-                throttle_rate: r.throttle_rate,
-                progress: vec![],
-                target_log_dirs: r.target_log_dirs,
-                dir_pending: state.dir_pending,
+    let (view, marker) = tokio::try_join!(read, load_marker(client))?;
+    let reassignments = crate::off_runtime(move || {
+        view.topics
+            .iter()
+            .flat_map(|(topic, t)| t.partitions.iter().map(move |(p, e)| (topic, *p, &e.state)))
+            .filter(|(topic, p, _)| wanted.is_empty() || wanted.contains(&(topic.to_string(), *p)))
+            .filter_map(|(topic, p, state)| {
+                let r = state.reassignment.clone()?;
+                Some(OngoingReassignment {
+                    topic: topic.clone(),
+                    partition: p,
+                    replicas: state.replicas.clone(),
+                    adding: state.adding.clone(),
+                    removing: state.removing.clone(),
+                    original_replicas: r.original,
+                    target: r.target,
+                    throttle_rate: r.throttle_rate,
+                    progress: vec![],
+                    target_log_dirs: r.target_log_dirs,
+                    dir_pending: state.dir_pending.clone(),
+                })
             })
-        })
-        .collect();
+            .collect()
+    })
+    .await;
     Ok(ListPartitionReassignmentsResponse {
         reassignments,
         cancel_in_progress: marker != 0,
         ..Default::default()
     })
-}
-
-/// Completion as the ISR-change path and the active controller apply it: the partition's
-/// completed state and the deletion of its reassignment key, guarded like every change.
-pub fn completion_ops(
-    topic: &str,
-    p: u32,
-    partition_rev: u64,
-    state: &PartitionState,
-) -> (Vec<pb::Guard>, Vec<pb::Op>) {
-    let c = change(topic, p, partition_rev, state, None, true);
-    (c.guards, c.ops)
 }
 
 #[cfg(test)]

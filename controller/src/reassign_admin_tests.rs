@@ -5,7 +5,7 @@ use super::*;
 use proto::cluster_view::{PartitionEntry, TopicEntry};
 
 /// Brokers 1–3; topic `t` with partition 0 moving from [1, 2] to [2, 3] and partition 1 settled.
-fn moving_view() -> (ClusterView, Reassignments) {
+fn moving_view() -> ClusterView {
     let mut v = ClusterView::default();
     for b in 1..=3 {
         v.brokers.insert(b, BrokerRegistration::default());
@@ -16,6 +16,11 @@ fn moving_view() -> (ClusterView, Reassignments) {
         leader: 1,
         adding: vec![3],
         removing: vec![1],
+        reassignment: Some(ReassignmentRecord {
+            original: vec![1, 2],
+            target: vec![2, 3],
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let settled = PartitionState {
@@ -33,13 +38,7 @@ fn moving_view() -> (ClusterView, Reassignments) {
             partitions: [(0, entry(moving, 6)), (1, entry(settled, 7))].into(),
         },
     );
-    let record = ReassignmentRecord {
-        original: vec![1, 2],
-        target: vec![2, 3],
-        ..Default::default()
-    };
-    let moving = [(("t".to_string(), 0), (record, 6))].into();
-    (v, moving)
+    v
 }
 
 fn target(p: u32, replicas: Option<Vec<i32>>) -> ReassignmentTarget {
@@ -60,9 +59,9 @@ fn request(partitions: Vec<ReassignmentTarget>) -> AlterPartitionReassignmentsRe
 
 #[test]
 fn a_cancel_of_a_finished_move_is_answered_alone_and_the_rest_is_cancelled() {
-    let (v, moving) = moving_view();
+    let v = moving_view();
     let req = request(vec![target(0, None), target(1, None)]);
-    let Decided::Write(changes, results, submitted) = plan_alter(&req, &v, &moving, 0, 1) else {
+    let Decided::Write(changes, results, submitted) = plan_alter(&req, &v, 0, 1) else {
         panic!("a cancel with one finished move was refused whole");
     };
     assert_eq!(changes.len(), 1, "only t-0 is written");
@@ -74,9 +73,9 @@ fn a_cancel_of_a_finished_move_is_answered_alone_and_the_rest_is_cancelled() {
 
 #[test]
 fn bad_input_still_refuses_the_whole_request_and_is_named_first() {
-    let (v, moving) = moving_view();
+    let v = moving_view();
     let req = request(vec![target(1, None), target(0, None), target(9, Some(vec![1]))]);
-    let Decided::Refused(r) = plan_alter(&req, &v, &moving, 0, 1) else {
+    let Decided::Refused(r) = plan_alter(&req, &v, 0, 1) else {
         panic!("a request naming a missing partition was written");
     };
     assert_eq!(ErrorCode(r.error_code), ErrorCode::INVALID_REQUEST);
@@ -90,17 +89,15 @@ fn bad_input_still_refuses_the_whole_request_and_is_named_first() {
 
 #[test]
 fn a_cancel_that_would_leave_no_original_replica_in_sync_does_not_stop_the_others() {
-    let (mut v, mut moving) = moving_view();
+    let mut v = moving_view();
     // t-2 moves like t-0, but only its new replica 3 is in sync now.
     let topic = v.topics.get_mut("t").unwrap();
     let mut stuck = topic.partitions[&0].clone();
     stuck.state.isr = vec![3];
     stuck.state.leader = 3;
     topic.partitions.insert(2, stuck);
-    let record = moving[&("t".to_string(), 0)].clone();
-    moving.insert(("t".to_string(), 2), record);
     let req = request(vec![target(2, None), target(0, None)]);
-    let Decided::Write(changes, results, _) = plan_alter(&req, &v, &moving, 0, 1) else {
+    let Decided::Write(changes, results, _) = plan_alter(&req, &v, 0, 1) else {
         panic!("one partition that cannot roll back refused the whole cancel");
     };
     assert_eq!(changes.len(), 1, "only t-0 is rolled back");
@@ -154,7 +151,7 @@ fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
     named.swap(3, n as usize / 2);
     named.push(42);
     let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
-    let Decided::Refused(r) = plan_alter(&req, &view, &Reassignments::new(), 0, 1) else {
+    let Decided::Refused(r) = plan_alter(&req, &view, 0, 1) else {
         panic!("a partition named twice must refuse the request");
     };
     let answered: Vec<u32> = r.results.iter().map(|r| r.partition).collect();
@@ -174,12 +171,12 @@ fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
 
     named.pop();
     let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
-    let Decided::Write(changes, results, touched) = plan_alter(&req, &view, &Reassignments::new(), 0, 1) else {
+    let Decided::Write(changes, results, touched) = plan_alter(&req, &view, 0, 1) else {
         panic!("a valid request must be written");
     };
     assert_eq!(results.iter().map(|r| r.partition).collect::<Vec<_>>(), named);
     assert!(results.iter().all(|r| r.error_code == 0));
-    let guarded: Vec<String> = changes.iter().map(|c| c.guards[0].key.clone()).collect();
+    let guarded: Vec<String> = changes.iter().map(|c| c.guard.key.clone()).collect();
     let mut by_key = guarded.clone();
     by_key.sort();
     assert_eq!(guarded, by_key, "changes in key order");
@@ -187,7 +184,7 @@ fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
     // Each change keeps its own partition's revision, whichever thread planned it.
     for c in &changes {
         let rev = 10 + u64::from(c.partition.1);
-        assert_eq!(c.guards[0].check, Some(pb::guard::Check::ModRevision(rev)));
+        assert_eq!(c.guard.check, Some(pb::guard::Check::ModRevision(rev)));
     }
     assert!(!touched.is_empty());
 }

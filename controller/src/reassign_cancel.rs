@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use metastore::{Client, ClientError};
-use prost::Message;
 use proto::cluster_view::ClusterView;
 use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::*;
@@ -26,8 +25,8 @@ use proto::keys;
 use proto::metastore as pb;
 
 use crate::reassign_admin::{
-    alter_writes, change, delete_op, key_order, load_moves, load_reassignments, merge, plan_alter, topics_of,
-    unclean_allowed, Change, Decided, Moves, Reassignments, PLAN_CHUNK,
+    alter_writes, change, key_order, load_marker, load_moves, merge, plan_alter, topics_of, unclean_allowed, Change,
+    Decided, Moves, PLAN_CHUNK,
 };
 use crate::reassignment;
 use crate::store::{at_revision, load_partition_view, load_view, put_op};
@@ -90,7 +89,7 @@ pub async fn cancel(
     let m = load_moves(client, &topics).await?;
     let planned = {
         let req = req.clone();
-        crate::off_runtime(move || plan_alter(&req, &m.view, &m.moving, m.marker, now_ms)).await
+        crate::off_runtime(move || plan_alter(&req, &m.view, m.marker, now_ms)).await
     };
     let (changes, results) = match planned {
         Decided::Refused(r) => return Ok(r),
@@ -178,26 +177,21 @@ async fn cancel_one(client: &Client, topic: String, p: u32, now_ms: u64) -> Resu
     })
 }
 
-/// What one partition's cancel is planned on: the partition, its topic and the brokers, then
-/// (read after them, as [`load_moves`] reads) its reassignment record and the cancel-all marker.
+/// What one partition's cancel is planned on: the partition (with its reassignment record), its
+/// topic, the brokers and the cancel-all marker.
 async fn load_partition_moves(client: &Client, topic: &str, p: u32) -> Result<Moves, ClientError> {
     let topic_key = keys::topic(topic);
-    let (mut view, topic_kv) = tokio::try_join!(load_partition_view(client, topic, p), client.get(&topic_key))?;
-    let record_key = keys::reassignment(topic, p);
-    let (record_kv, marker_kv) = tokio::try_join!(client.get(&record_key), client.get(keys::REASSIGN_CANCEL))?;
+    let (mut view, topic_kv, marker) = tokio::try_join!(
+        load_partition_view(client, topic, p),
+        client.get(&topic_key),
+        load_marker(client)
+    )?;
     if let Some(kv) = topic_kv {
         view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
     }
-    let mut moving = Reassignments::new();
-    if let Some(kv) = record_kv {
-        if let Ok(r) = ReassignmentRecord::decode(kv.value.as_ref()) {
-            moving.insert((topic.to_string(), p), (r, kv.mod_revision));
-        }
-    }
     Ok(Moves {
         view,
-        moving,
-        marker: marker_kv.map_or(0, |kv| kv.mod_revision),
+        marker,
         brokers: Default::default(),
     })
 }
@@ -227,21 +221,11 @@ pub async fn cancel_all(client: &Client) -> Result<CancelAllReassignmentsRespons
     }
     let outcome = runner
         .run_off_runtime(
-            || load_view_and_reassignments(client),
-            |(view, (moving, marker))| Ok(cancel_all_writes(&view, &moving, marker)),
+            || async { tokio::try_join!(load_view(client), load_marker(client)) },
+            |(view, marker)| Ok(cancel_all_writes(&view, marker)),
         )
         .await?;
     Ok(outcome.unwrap_or_else(refused))
-}
-
-/// Reads the cluster view, then the reassignments, in that order for the reason
-/// [`load_moves`] gives (the controller's pass can still complete a move while the marker is in
-/// force).
-async fn load_view_and_reassignments(
-    client: &Client,
-) -> Result<(ClusterView, (Reassignments, u64)), metastore::ClientError> {
-    let view = load_view(client).await?;
-    Ok((view, load_reassignments(client, None).await?))
 }
 
 fn marker_op() -> pb::Op {
@@ -250,8 +234,8 @@ fn marker_op() -> pb::Op {
 
 /// Cancel-all's writes and answer: every move it can roll back and the marker put again, guarded
 /// by the marker's revision as read.
-fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) -> Plan<CancelAllReassignmentsResponse> {
-    let (changes, cancelled, refused) = plan_cancel_all(view, moving);
+fn cancel_all_writes(view: &ClusterView, marker: u64) -> Plan<CancelAllReassignmentsResponse> {
+    let (changes, cancelled, refused) = plan_cancel_all(view);
     let (guards, mut ops) = merge(changes, vec![at_revision(keys::REASSIGN_CANCEL.into(), marker)]);
     ops.push(marker_op());
     let answer = CancelAllReassignmentsResponse {
@@ -267,43 +251,34 @@ fn cancel_all_writes(view: &ClusterView, moving: &Reassignments, marker: u64) ->
 }
 
 /// The changes that roll every move back: (changes, cancelled partitions, refusals).
-fn plan_cancel_all(view: &ClusterView, moving: &Reassignments) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
+fn plan_cancel_all(view: &ClusterView) -> (Vec<Change>, Vec<TopicPartition>, Vec<String>) {
     let live = view.live_brokers();
-    let moves: Vec<_> = moving.iter().collect();
+    let moves: Vec<(&String, u32, &proto::cluster_view::PartitionEntry)> = view
+        .topics
+        .iter()
+        .flat_map(|(topic, t)| t.partitions.iter().map(move |(p, e)| (topic, *p, e)))
+        .filter(|(_, _, e)| e.state.reassignment.is_some())
+        .collect();
     // In key order, so that the changes are written in it.
-    let order = key_order(moves.iter().map(|((t, p), _)| (t.as_str(), *p)));
+    let order = key_order(moves.iter().map(|(t, p, _)| (t.as_str(), *p)));
     let moves: Vec<_> = order.into_iter().map(|(_, i)| moves[i]).collect();
-    let planned = crate::par_map(&moves, PLAN_CHUNK, |((topic, p), (record, rrev))| {
-        let Some(entry) = view.partition(topic, *p) else {
-            // The topic is gone; only the record is left.
-            return Ok((
-                Change {
-                    partition: (topic.clone(), *p),
-                    guards: vec![at_revision(keys::reassignment(topic, *p), *rrev)],
-                    ops: vec![delete_op(keys::reassignment(topic, *p))],
-                },
-                None,
-            ));
-        };
-        match reassignment::cancel(&entry.state, record, &live, unclean_allowed(view, topic)) {
-            Ok(state) => Ok((
-                change(topic, *p, entry.mod_revision, &state, None, true),
-                Some((topic, *p)),
-            )),
+    let planned = crate::par_map(&moves, PLAN_CHUNK, |(topic, p, entry)| {
+        match reassignment::cancel(&entry.state, &live, unclean_allowed(view, topic)) {
+            Ok(state) => Ok(change(topic, *p, entry.mod_revision, &state)),
             Err(e) => Err(format!("{topic}-{p}: {}", e.message)),
         }
     });
-    let mut changes = Vec::with_capacity(moving.len());
-    let mut cancelled = Vec::with_capacity(moving.len());
+    let mut changes = Vec::with_capacity(moves.len());
+    let mut cancelled = Vec::with_capacity(moves.len());
     let mut refused = Vec::new();
     for outcome in planned {
         match outcome {
-            Ok((c, rolled_back)) => {
+            Ok(c) => {
+                cancelled.push(TopicPartition {
+                    topic: c.partition.0.clone(),
+                    partition: c.partition.1,
+                });
                 changes.push(c);
-                cancelled.extend(rolled_back.map(|(topic, partition)| TopicPartition {
-                    topic: topic.clone(),
-                    partition,
-                }));
             }
             Err(e) => refused.push(e),
         }
@@ -322,11 +297,7 @@ mod tests {
     use super::*;
 
     fn c(p: u32) -> Change {
-        Change {
-            partition: ("t".into(), p),
-            guards: vec![],
-            ops: vec![],
-        }
+        change("t", p, 0, &PartitionState::default())
     }
 
     fn result(p: u32, code: ErrorCode) -> PartitionResult {

@@ -52,8 +52,8 @@ fn dir_writes(req: &AssignReplicaDirRequest, view: &ClusterView, cancel_marker: 
         });
     }
     let completes = !reassignment::is_moving(&next);
-    // Completion deletes the record; otherwise it stays as it is.
-    let c = change(&req.topic, req.partition, entry.mod_revision, &next, None, completes);
+    // Completion drops the record from the state; otherwise it stays as it is.
+    let c = change(&req.topic, req.partition, entry.mod_revision, &next);
     let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);
     let (guards, ops) = merge(vec![c], vec![marker_guard]);
     let response = AssignReplicaDirResponse {

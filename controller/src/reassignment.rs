@@ -1,5 +1,6 @@
 //! The replica-set algebra of a reassignment, and its three transitions: submit (or supersede),
-//! complete and cancel. Pure functions over the stored partition state and reassignment record.
+//! complete and cancel. Pure functions over the stored partition state, which holds the
+//! reassignment record while the partition moves (`PartitionState::check_record`).
 //!
 //! ORS = original replicas, TRS = target; RS = TRS followed by (ORS − TRS); adding = TRS − ORS;
 //! removing = ORS − TRS. While a partition moves, TRS is RS without `removing`, so completion can
@@ -146,29 +147,21 @@ fn leader_within(current: i32, replicas: &[i32], isr: &[i32], live: &BTreeSet<i3
         .unwrap_or(NO_LEADER)
 }
 
-/// The outcome of a submit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Submitted {
-    /// The partition's next state.
-    pub state: PartitionState,
-    /// The reassignment record to store, or `None` when the partition is already where it
-    /// should be (the key, if any, is deleted).
-    pub record: Option<ReassignmentRecord>,
-}
-
 /// Starts a reassignment to `target`, or supersedes the running one. A superseding request keeps
 /// the first request's original replicas, so a later cancel restores them. Replicas added by the
 /// superseded request and not wanted any more are removed when the new target completes. A
 /// replica given a log dir in `target_dirs` (see [`named_dirs`]) must also report being there.
+/// The next state holds the reassignment's record while it moves; one already where it should
+/// be comes back quiet, without one.
 pub fn submit(
     state: &PartitionState,
-    existing: Option<&ReassignmentRecord>,
     target: &[i32],
     target_dirs: &[String],
     throttle_rate: u64,
     now_ms: u64,
     live: &BTreeSet<i32>,
-) -> Submitted {
+) -> PartitionState {
+    let existing = state.reassignment.as_ref();
     let original: Vec<i32> = match existing {
         Some(r) => r.original.clone(),
         None => state
@@ -199,6 +192,15 @@ pub fn submit(
         .collect();
     let isr: Vec<i32> = state.isr.iter().copied().filter(|r| replicas.contains(r)).collect();
     let leader = leader_within(state.leader, &replicas, &isr, live);
+    let record = ReassignmentRecord {
+        original,
+        target: target.to_vec(),
+        throttle_rate,
+        submitted_ms: existing.map_or(now_ms, |r| r.submitted_ms),
+        target_log_dirs: named,
+        original_log_dirs,
+    };
+    let moving = !adding.is_empty() || !removing.is_empty() || !dir_pending.is_empty();
     let next = bump_epochs(
         state,
         PartitionState {
@@ -208,36 +210,14 @@ pub fn submit(
             removing,
             leader,
             isr,
-            throttle_rate,
+            // Quiet at once (the target is the replica set): no move to own a throttle.
+            throttle_rate: if moving { throttle_rate } else { 0 },
             dir_pending,
+            reassignment: moving.then_some(record),
             ..state.clone()
         },
     );
-    let record = ReassignmentRecord {
-        original,
-        target: target.to_vec(),
-        throttle_rate,
-        submitted_ms: existing.map_or(now_ms, |r| r.submitted_ms),
-        target_log_dirs: named,
-        original_log_dirs,
-    };
-    match complete(&next, live) {
-        Some(done) => Submitted {
-            state: done,
-            record: None,
-        },
-        None if !is_moving(&next) => Submitted {
-            state: PartitionState {
-                throttle_rate: 0,
-                ..next
-            },
-            record: None,
-        },
-        None => Submitted {
-            state: next,
-            record: Some(record),
-        },
-    }
+    complete(&next, live).unwrap_or(next)
 }
 
 /// Completes a moving partition whose every target replica is in sync and in its named log
@@ -287,20 +267,30 @@ pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeS
         return Some(done);
     }
     // Nothing else was moving (a reorder whose new replica is out of sync, say): the partition is
-    // quiet now, as `submit` leaves such a request, and owns no throttle.
-    let throttle_rate = if is_moving(&next) { next.throttle_rate } else { 0 };
-    Some(bump_epochs(state, PartitionState { throttle_rate, ..next }))
+    // quiet now, as `submit` leaves such a request, and owns no throttle and no record.
+    if is_moving(&next) {
+        return Some(bump_epochs(state, next));
+    }
+    Some(bump_epochs(
+        state,
+        PartitionState {
+            throttle_rate: 0,
+            reassignment: None,
+            ..next
+        },
+    ))
 }
 
 /// Rolls a reassignment back: RS := the original replicas in their original order, the adding
 /// replicas leave the ISR, and a leader is elected from the originals if needed. Refused when no
-/// original replica is in sync, unless unclean election is allowed.
-pub fn cancel(
-    state: &PartitionState,
-    record: &ReassignmentRecord,
-    live: &BTreeSet<i32>,
-    unclean_allowed: bool,
-) -> Result<PartitionState, Refusal> {
+/// original replica is in sync, unless unclean election is allowed, and when nothing moves.
+pub fn cancel(state: &PartitionState, live: &BTreeSet<i32>, unclean_allowed: bool) -> Result<PartitionState, Refusal> {
+    let Some(record) = &state.reassignment else {
+        return Err(Refusal::new(
+            ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
+            "there is no reassignment to cancel",
+        ));
+    };
     let original = record.original.clone();
     let mut isr: Vec<i32> = state.isr.iter().copied().filter(|r| original.contains(r)).collect();
     if isr.is_empty() {
@@ -347,6 +337,7 @@ fn settled(
             isr,
             throttle_rate: 0,
             dir_pending: vec![],
+            reassignment: None,
             ..state.clone()
         },
     )
@@ -385,15 +376,15 @@ mod tests {
     fn submit_then_complete_moves_leader_into_target() {
         let all = live(&[1, 2, 3, 4, 5]);
         let s = st(&[1, 2, 3], 1, &[1, 2, 3]);
-        let sub = submit(&s, None, &[3, 4, 5], &[], 0, 7, &all);
-        let r = sub.record.clone().unwrap();
+        let sub = submit(&s, &[3, 4, 5], &[], 0, 7, &all);
+        let r = sub.reassignment.clone().unwrap();
         assert_eq!(r.original, vec![1, 2, 3]);
-        assert_eq!(sub.state.replicas, vec![3, 4, 5, 1, 2]);
-        assert_eq!(sub.state.leader, 1);
-        assert!(complete(&sub.state, &all).is_none());
+        assert_eq!(sub.replicas, vec![3, 4, 5, 1, 2]);
+        assert_eq!(sub.leader, 1);
+        assert!(complete(&sub, &all).is_none());
         let synced = PartitionState {
             isr: vec![1, 2, 3, 4, 5],
-            ..sub.state.clone()
+            ..sub.clone()
         };
         let done = complete(&synced, &all).unwrap();
         assert_eq!(
@@ -401,46 +392,51 @@ mod tests {
             (vec![3, 4, 5], vec![3, 4, 5], 3)
         );
         assert!(done.leader_epoch > synced.leader_epoch);
+        assert!(done.reassignment.is_none(), "the record goes with the move");
     }
 
     #[test]
     fn supersede_keeps_first_original_and_cancel_restores_its_order() {
         let all = live(&[1, 2, 3, 4, 5]);
         let s = st(&[3, 1, 2], 3, &[3, 1, 2]);
-        let first = submit(&s, None, &[1, 2, 4], &[], 0, 1, &all);
-        let rec = first.record.clone().unwrap();
-        let second = submit(&first.state, Some(&rec), &[1, 2, 5], &[], 0, 2, &all);
-        let rec2 = second.record.clone().unwrap();
+        let first = submit(&s, &[1, 2, 4], &[], 0, 1, &all);
+        let second = submit(&first, &[1, 2, 5], &[], 0, 2, &all);
+        let rec2 = second.reassignment.clone().unwrap();
         assert_eq!(rec2.original, vec![3, 1, 2]);
+        assert_eq!(rec2.submitted_ms, 1, "the first submit's time is kept");
         assert!(
-            second.state.removing.contains(&4),
+            second.removing.contains(&4),
             "the superseded adding replica leaves at completion"
         );
-        assert_eq!(target_of(&second.state), vec![1, 2, 5]);
-        let back = cancel(&second.state, &rec2, &all, false).unwrap();
+        assert_eq!(target_of(&second), vec![1, 2, 5]);
+        let back = cancel(&second, &all, false).unwrap();
         assert_eq!(back.replicas, vec![3, 1, 2]);
-        assert!(back.adding.is_empty() && back.removing.is_empty());
+        assert!(back.adding.is_empty() && back.removing.is_empty() && back.reassignment.is_none());
         assert!(back.isr.iter().all(|r| [3, 1, 2].contains(r)));
+        assert_eq!(
+            cancel(&back, &all, false).unwrap_err().code,
+            ErrorCode::NO_REASSIGNMENT_IN_PROGRESS
+        );
     }
 
     #[test]
     fn cancel_refuses_to_leave_no_in_sync_replica() {
         let all = live(&[1, 2]);
-        let rec = ReassignmentRecord {
-            original: vec![1],
-            target: vec![2],
-            ..Default::default()
-        };
         let s = PartitionState {
             adding: vec![2],
             removing: vec![1],
+            reassignment: Some(ReassignmentRecord {
+                original: vec![1],
+                target: vec![2],
+                ..Default::default()
+            }),
             ..st(&[2, 1], 2, &[2])
         };
         assert_eq!(
-            cancel(&s, &rec, &all, false).unwrap_err().code,
+            cancel(&s, &all, false).unwrap_err().code,
             ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE
         );
-        let forced = cancel(&s, &rec, &all, true).unwrap();
+        let forced = cancel(&s, &all, true).unwrap();
         assert_eq!(
             (forced.replicas.clone(), forced.isr.clone(), forced.leader),
             (vec![1], vec![1], 1)
@@ -451,12 +447,9 @@ mod tests {
     fn shrinking_replication_factor_completes_at_once() {
         let all = live(&[1, 2, 3]);
         let s = st(&[1, 2, 3], 2, &[1, 2, 3]);
-        let sub = submit(&s, None, &[1, 2], &[], 0, 0, &all);
-        assert!(sub.record.is_none());
-        assert_eq!(
-            (sub.state.replicas.clone(), sub.state.isr.clone()),
-            (vec![1, 2], vec![1, 2])
-        );
+        let sub = submit(&s, &[1, 2], &[], 0, 0, &all);
+        assert!(sub.reassignment.is_none());
+        assert_eq!((sub.replicas.clone(), sub.isr.clone()), (vec![1, 2], vec![1, 2]));
     }
 
     fn dirs(d: &[&str]) -> Vec<String> {
@@ -471,36 +464,37 @@ mod tests {
             ..st(&[1, 2], 1, &[1, 2])
         };
         // Same replicas, one moved to another dir: an intra-broker move is a reassignment too.
-        let sub = submit(&s, None, &[1, 2], &dirs(&["/b1", "any"]), 0, 0, &all);
-        let rec = sub.record.clone().expect("a named dir keeps the reassignment open");
-        assert_eq!(sub.state.dir_pending, vec![1]);
-        assert_eq!(sub.state.log_dirs, dirs(&["/b1", ""]));
+        let sub = submit(&s, &[1, 2], &dirs(&["/b1", "any"]), 0, 0, &all);
+        let rec = sub
+            .reassignment
+            .clone()
+            .expect("a named dir keeps the reassignment open");
+        assert_eq!(sub.dir_pending, vec![1]);
+        assert_eq!(sub.log_dirs, dirs(&["/b1", ""]));
         assert_eq!(rec.target_log_dirs, dirs(&["/b1", ""]));
         assert_eq!(rec.original_log_dirs, dirs(&["/a1", ""]));
-        assert!(complete(&sub.state, &all).is_none(), "in sync but not in its dir yet");
-        assert!(dir_reached(&sub.state, 1, "/a1", &all).is_none(), "not the named dir");
-        assert!(
-            dir_reached(&sub.state, 2, "/b1", &all).is_none(),
-            "broker 2 has no dir named"
-        );
-        let done = dir_reached(&sub.state, 1, "/b1", &all).unwrap();
+        assert!(complete(&sub, &all).is_none(), "in sync but not in its dir yet");
+        assert!(dir_reached(&sub, 1, "/a1", &all).is_none(), "not the named dir");
+        assert!(dir_reached(&sub, 2, "/b1", &all).is_none(), "broker 2 has no dir named");
+        let done = dir_reached(&sub, 1, "/b1", &all).unwrap();
         assert!(!is_moving(&done), "the last named dir reached completes the move");
-        assert!(done.partition_epoch > sub.state.partition_epoch);
+        assert!(done.reassignment.is_none());
+        assert!(done.partition_epoch > sub.partition_epoch);
         assert_eq!(
             (done.replicas.clone(), done.log_dirs.clone()),
             (vec![1, 2], dirs(&["/b1", ""]))
         );
-        let back = cancel(&sub.state, &rec, &all, false).unwrap();
+        let back = cancel(&sub, &all, false).unwrap();
         assert_eq!(back.log_dirs, dirs(&["/a1", ""]));
         assert!(back.dir_pending.is_empty());
         // A new replica with a named dir waits for both the ISR and the dir.
-        let grow = submit(&s, None, &[1, 2, 3], &dirs(&["any", "any", "/c2"]), 0, 0, &all);
+        let grow = submit(&s, &[1, 2, 3], &dirs(&["any", "any", "/c2"]), 0, 0, &all);
         let synced = PartitionState {
             isr: vec![1, 2, 3],
-            ..grow.state.clone()
+            ..grow.clone()
         };
         assert!(complete(&synced, &all).is_none());
-        let waiting = dir_reached(&grow.state, 3, "/c2", &all).unwrap();
+        let waiting = dir_reached(&grow, 3, "/c2", &all).unwrap();
         assert!(
             waiting.dir_pending.is_empty() && is_moving(&waiting),
             "still waits for the ISR"

@@ -418,7 +418,7 @@ pub async fn delete_topics(
     })
 }
 
-/// Deletes a topic: its partitions, its record and any reassignment records left of it, in one
+/// Deletes a topic: its partitions (with their moves' records) and its record, in one
 /// transaction guarded by the topic record's revision.
 async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), Refusal>, metastore::ClientError> {
     let ops = vec![
@@ -429,12 +429,6 @@ async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), 
         },
         pb::Op {
             op: Some(pb::op::Op::Delete(pb::DeleteOp { key: keys::topic(name) })),
-        },
-        // A move of a deleted topic must not come back with a topic of its name.
-        pb::Op {
-            op: Some(pb::op::Op::DeletePrefix(pb::DeletePrefixOp {
-                prefix: format!("{}{name}/", keys::REASSIGNMENTS),
-            })),
         },
     ];
     let guards = vec![at_revision(keys::topic(name), rev)];

@@ -10,7 +10,7 @@ use controller::reassignment::{self, is_moving, target_of};
 use controller::throttles;
 use proptest::prelude::*;
 use proto::errors::ErrorCode;
-use proto::ferry::{AutoRemove, PartitionState, ReassignmentRecord};
+use proto::ferry::{AutoRemove, PartitionState};
 
 const BROKERS: i32 = 6;
 
@@ -59,8 +59,8 @@ fn step() -> impl Strategy<Value = Step> {
 
 /// The stored metadata of the partition, as the controller would keep it.
 struct World {
+    /// The partition's state, its reassignment record with it.
     state: PartitionState,
-    record: Option<ReassignmentRecord>,
     live: BTreeSet<i32>,
     /// A throttle someone set by hand; Ferry must never change it.
     manual_throttle: u64,
@@ -72,6 +72,7 @@ struct World {
 
 fn check(w: &World, what: &str) {
     let s = &w.state;
+    let record = &s.reassignment;
     for r in &s.isr {
         assert!(s.replicas.contains(r), "{what}: ISR member {r} is not a replica: {s:?}");
     }
@@ -82,12 +83,11 @@ fn check(w: &World, what: &str) {
     assert!(!s.isr.is_empty(), "{what}: empty ISR: {s:?}");
     // The record exists exactly while the partition moves, so the throttle it owns goes with it.
     assert_eq!(
-        w.record.is_some(),
+        record.is_some(),
         is_moving(s),
-        "{what}: record and state disagree: {s:?} {:?}",
-        w.record
+        "{what}: record and state disagree: {s:?}"
     );
-    if w.record.is_none() {
+    if record.is_none() {
         assert!(
             s.dir_pending.is_empty(),
             "{what}: a quiet partition waits for a dir: {s:?}"
@@ -98,7 +98,7 @@ fn check(w: &World, what: &str) {
         s.replicas.len(),
         "{what}: one log dir per replica: {s:?}"
     );
-    if let Some(r) = &w.record {
+    if let Some(r) = record {
         assert_eq!(target_of(s), r.target, "{what}: RS does not end in the target");
         for b in &s.dir_pending {
             let i = r
@@ -122,7 +122,7 @@ fn check(w: &World, what: &str) {
         "{what}: an armed auto-remove throttle outlived its moves: {:?}",
         w.auto
     );
-    match &w.record {
+    match record {
         None => assert_eq!(
             s.throttle_rate, 0,
             "{what}: an owned throttle outlived its reassignment"
@@ -136,6 +136,13 @@ fn check(w: &World, what: &str) {
 
 /// Takes what the builder decided; a completing change also ends the record.
 fn apply(w: &mut World, built: Option<Built>) {
+    if let Some(Built { state, .. }) = &built {
+        assert_eq!(
+            state.reassignment.is_some(),
+            is_moving(state),
+            "the builder left record and state apart"
+        );
+    }
     let Some(Built { state, completes }) = built else {
         return;
     };
@@ -144,7 +151,7 @@ fn apply(w: &mut World, built: Option<Built>) {
             w.state.dir_pending.is_empty(),
             "completed before every named dir was reached"
         );
-        if let Some(r) = &w.record {
+        if let Some(r) = &w.state.reassignment {
             for (b, d) in r.target.iter().zip(&r.target_log_dirs) {
                 let i = state.replicas.iter().position(|x| x == b).expect("target replica kept");
                 if !d.is_empty() {
@@ -152,7 +159,7 @@ fn apply(w: &mut World, built: Option<Built>) {
                 }
             }
         }
-        w.record = None;
+        assert!(state.reassignment.is_none(), "a completed move keeps its record");
     }
     w.state = state;
 }
@@ -197,7 +204,6 @@ proptest! {
                 log_dirs: vec![String::new(); 3],
                 ..Default::default()
             },
-            record: None,
             live: (1..=BROKERS).collect(),
             manual_throttle: 7_000_000,
             auto: AutoRemove { keys: vec!["follower.replication.throttled.replicas".into()], armed: false },
@@ -209,23 +215,22 @@ proptest! {
                 // While the marker is stored every submit is refused.
                 Step::Submit(..) if w.cancel_all => {}
                 Step::Submit(t, d) => {
-                    let before_original = w.record.as_ref().map(|r| r.original.clone());
+                    let before_original = w.state.reassignment.as_ref().map(|r| r.original.clone());
                     let dirs: Vec<String> = t
                         .iter()
                         .zip(d)
                         .map(|(b, k)| k.map_or("any".to_string(), |k| format!("/d{b}-{k}")))
                         .collect();
-                    let sub = reassignment::submit(&w.state, w.record.as_ref(), t, &dirs, 5_000_000, 0, &w.live);
-                    if let (Some(o), Some(r)) = (&before_original, &sub.record) {
+                    let next = reassignment::submit(&w.state, t, &dirs, 5_000_000, 0, &w.live);
+                    if let (Some(o), Some(r)) = (&before_original, &next.reassignment) {
                         prop_assert_eq!(o, &r.original, "a superseding request must keep the first original");
                     }
                     // The submit transaction arms the topic's auto-remove throttle.
                     if let Some(a) = throttles::armed(&w.auto) {
                         w.auto = a;
                     }
-                    w.state = sub.state;
-                    w.record = sub.record;
-                    if w.record.is_none() {
+                    w.state = next;
+                    if w.state.reassignment.is_none() {
                         prop_assert_eq!(&w.state.replicas, t, "a quiet partition sits at its target");
                     }
                 }
@@ -234,21 +239,24 @@ proptest! {
                     if matches!(s, Step::CancelAll) {
                         w.cancel_all = true;
                     }
-                    if let Some(r) = w.record.clone() {
-                        let unclean = false;
-                        match reassignment::cancel(&w.state, &r, &w.live, unclean) {
+                    let unclean = false;
+                    match (w.state.reassignment.clone(), reassignment::cancel(&w.state, &w.live, unclean)) {
+                        (None, outcome) => {
+                            prop_assert_eq!(outcome.unwrap_err().code, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS);
+                        }
+                        (Some(r), outcome) => match outcome {
                             Ok(s) => {
                                 prop_assert_eq!(&s.replicas, &r.original, "cancel restores the original order");
                                 prop_assert_eq!(&s.log_dirs, &r.original_log_dirs, "cancel restores the original dirs");
                                 prop_assert!(!s.isr.is_empty());
+                                prop_assert!(s.reassignment.is_none());
                                 w.state = s;
-                                w.record = None;
                             }
                             Err(_) => {
                                 // Refused: no original replica in sync; nothing changes.
                                 prop_assert!(w.state.isr.iter().all(|x| !r.original.contains(x)));
                             }
-                        }
+                        },
                     }
                 }
                 Step::Join(b) => {
@@ -291,9 +299,9 @@ proptest! {
                         prop_assert!(*named && !n.dir_pending.contains(b));
                         // Completion rides on the same change.
                         if !is_moving(&n) {
-                            let target = w.record.as_ref().map(|r| r.target.clone());
+                            let target = w.state.reassignment.as_ref().map(|r| r.target.clone());
                             prop_assert_eq!(Some(&n.replicas), target.as_ref(), "a quiet partition sits at its target");
-                            w.record = None;
+                            prop_assert!(n.reassignment.is_none());
                         }
                         w.state = n;
                     }

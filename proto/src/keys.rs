@@ -8,30 +8,11 @@ pub const TOPICS: &str = "/brokers/topics/";
 pub const CONTROLLER: &str = "/controller";
 /// The cluster's id ([`crate::ferry::ClusterIdRecord`]), written by a ZooKeeper import.
 pub const CLUSTER_ID: &str = "/cluster/id";
-/// Prefix of in-flight reassignments.
-pub const REASSIGNMENTS: &str = "/admin/reassignments/";
 /// Present while a cancel-all is in force.
 pub const REASSIGN_CANCEL: &str = "/admin/reassign_cancel";
 /// Rewritten by every reassignment submit, so that a write can be guarded against submits made
 /// since it looked (the removal of auto-remove throttles).
 pub const REASSIGN_EPOCH: &str = "/admin/reassign_epoch";
-
-/// `/admin/reassignments/<topic>/<p>`.
-pub fn reassignment(topic: &str, partition: u32) -> String {
-    format!("{REASSIGNMENTS}{topic}/{partition}")
-}
-
-/// `/admin/reassignments/<topic>/` — the prefix of the topic's reassignment records (and of no
-/// other topic's).
-pub fn topic_reassignments(topic: &str) -> String {
-    format!("{REASSIGNMENTS}{topic}/")
-}
-
-/// Parses `/admin/reassignments/<topic>/<p>`.
-pub fn parse_reassignment_key(key: &str) -> Option<(&str, u32)> {
-    let (topic, p) = key.strip_prefix(REASSIGNMENTS)?.rsplit_once('/')?;
-    Some((topic, p.parse().ok()?))
-}
 
 /// Prefix of brokers' dynamic configs.
 pub const BROKER_CONFIGS: &str = "/config/brokers/";

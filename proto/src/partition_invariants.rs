@@ -57,11 +57,24 @@ impl PartitionState {
         Ok(())
     }
 
+    /// The controller's own rule: the reassignment record is there exactly while the partition
+    /// moves (replicas to add or remove, or named dirs not reached). Not part of
+    /// [`Self::check_invariants`]: a broker acts on replicas and leaders, never on the record.
+    pub fn check_record(&self) -> Result<(), String> {
+        let moving = !self.adding.is_empty() || !self.removing.is_empty() || !self.dir_pending.is_empty();
+        match (moving, self.reassignment.is_some()) {
+            (true, false) => Err("a moving partition has no reassignment record".into()),
+            (false, true) => Err("a partition that does not move keeps a reassignment record".into()),
+            _ => Ok(()),
+        }
+    }
+
     /// The rules `next` holds as the state after `self`: its own invariants, and epochs that
     /// only go forward (the partition epoch by exactly one, the leader epoch whenever the
     /// leader changes).
     pub fn check_step(&self, next: &PartitionState) -> Result<(), String> {
         next.check_invariants()?;
+        next.check_record()?;
         if next.partition_epoch != self.partition_epoch + 1 {
             return Err(format!(
                 "partition epoch {} follows {}",
@@ -130,6 +143,34 @@ mod tests {
             let e = s.check_invariants().unwrap_err();
             assert!(e.contains(rule), "{s:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_record_is_there_exactly_while_the_partition_moves() {
+        let quiet = state(&[1, 2], &[1, 2], 1);
+        let moving = PartitionState {
+            adding: vec![2],
+            ..quiet.clone()
+        };
+        let record = Some(crate::ferry::ReassignmentRecord::default());
+        assert_eq!(quiet.check_record(), Ok(()));
+        assert!(moving.check_record().unwrap_err().contains("no reassignment record"));
+        let kept = PartitionState {
+            reassignment: record.clone(),
+            ..quiet.clone()
+        };
+        assert!(kept.check_record().unwrap_err().contains("keeps a reassignment record"));
+        let sound = PartitionState {
+            reassignment: record,
+            ..moving
+        };
+        assert_eq!(sound.check_record(), Ok(()));
+        assert!(quiet
+            .check_step(&PartitionState {
+                partition_epoch: 1,
+                ..kept
+            })
+            .is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use prost::Message;
-use proto::ferry::{BrokerConfigRecord, PartitionState, ReassignmentRecord, TopicRecord};
+use proto::ferry::{BrokerConfigRecord, PartitionState, TopicRecord};
 use proto::keys;
 use tests::reassign::snapshot;
 use tests::zk::{dump, kafka_fixture, write_tree, ZkServer};
@@ -137,11 +137,11 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
 
     // What was imported: Kafka's sets, the original replicas, owned throttles, configs.
     let events: PartitionState = get(&meta, &keys::partition("events", 0)).await.unwrap();
+    let rec = events.reassignment.clone().expect("a move in flight keeps its record");
     assert_eq!(
         (events.replicas, events.adding, events.removing, events.throttle_rate),
         (vec![2, 3, 1], vec![3], vec![1], 40000)
     );
-    let rec: ReassignmentRecord = get(&meta, &keys::reassignment("events", 0)).await.unwrap();
     // The topic znode keeps no original order: the originals are RS minus adding, as in Kafka.
     assert_eq!(
         (rec.original, rec.target, rec.throttle_rate),
@@ -213,7 +213,8 @@ async fn migrates_a_kafka_cluster_then_completes_and_cancels_in_ferry() {
             .is_some_and(|s| s.replicas == [2, 3] && s.adding.is_empty() && s.throttle_rate == 0)
     })
     .await;
-    assert!(meta.get(&keys::reassignment("events", 0)).await.unwrap().is_none());
+    let done: PartitionState = get(&meta, &keys::partition("events", 0)).await.unwrap();
+    assert!(done.reassignment.is_none(), "the record goes with the move");
     let (_, out, _) = ferry(&["reassign", "--list", "--bootstrap-server", &quorum]);
     assert_eq!(out, "No partition reassignments found.\n");
 
@@ -339,16 +340,16 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
     assert_eq!(snapshot(&meta).await, after_first);
 
     // --verify names each difference once Ferry's metadata moves away from ZooKeeper's.
-    cluster
-        .trusted_client()
-        .await
-        .delete(&keys::reassignment("events", 0))
-        .await
-        .unwrap();
+    let trusted = cluster.trusted_client().await;
+    let key = keys::partition("events", 0);
+    let mut changed: PartitionState = get(&trusted, &key).await.unwrap();
+    changed.reassignment.as_mut().unwrap().original = vec![1, 2];
+    trusted.put(&key, changed.encode_to_vec()).await.unwrap();
     let (code, out, _) = migrate(&a, &bs, &cred, &["--verify"]);
     assert_eq!(code, 1);
     assert!(
-        out.contains("/admin/reassignments/events/0: in ZooKeeper {\"original_replicas\":[2,1],\"replicas\":[2,3]"),
+        out.contains("/brokers/topics/events/partitions/0: in ZooKeeper {")
+            && out.contains("\"original_replicas\":[2,1]"),
         "{out}"
     );
     assert!(
@@ -358,7 +359,7 @@ async fn rerun_imports_nothing_and_another_cluster_is_refused() {
     let (code, _, err) = migrate(&a, &bs, &cred, &[]);
     assert_eq!(code, 1);
     assert!(
-        err.contains("error: the metastore already holds an import of cluster cluster-a and 1 key(s) differ from ZooKeeper, the first: /admin/reassignments/events/0."),
+        err.contains("error: the metastore already holds an import of cluster cluster-a and 1 key(s) differ from ZooKeeper, the first: /brokers/topics/events/partitions/0."),
         "{err}"
     );
     cluster.shutdown().await;

@@ -39,7 +39,6 @@ pub struct MigrateZkArgs {
 /// Prefixes of the keys an import may write; read back to compare.
 const PREFIXES: &[&str] = &[
     keys::TOPICS,
-    keys::REASSIGNMENTS,
     keys::BROKER_CONFIGS,
     keys::CLUSTER_ID,
     keys::REASSIGN_CANCEL,
@@ -230,7 +229,7 @@ pub fn differences(plan: &Plan, stored: &BTreeMap<String, pb::KeyValue>) -> Vec<
         let extra = match keys::parse_topic_key(k) {
             Some(keys::TopicKey::Partition(t, _)) => topic_of(t),
             Some(keys::TopicKey::Topic(_)) => true,
-            None => k.starts_with(keys::REASSIGNMENTS) || k.as_str() == keys::REASSIGN_CANCEL,
+            None => k.as_str() == keys::REASSIGN_CANCEL,
         };
         if extra {
             out.push(format!("{k}: missing in ZooKeeper, present in Ferry"));

@@ -84,7 +84,7 @@ fn note_strays(c: &ZkCluster, notes: &mut Vec<String>) {
     }
 }
 
-/// Writes the cluster id, the topics kept and their partitions and reassignments.
+/// Writes the cluster id, the topics kept and their partitions (with their reassignments).
 fn write_planned(c: &ZkCluster, topics: &BTreeMap<String, TopicRecord>, ps: Partitions, out: &mut Plan) {
     // A topic left out leaves out what refers to it.
     let kept: BTreeSet<&String> = topics.keys().collect();
@@ -100,11 +100,6 @@ fn write_planned(c: &ZkCluster, topics: &BTreeMap<String, TopicRecord>, ps: Part
     for ((t, p), s) in ps.states {
         if kept.contains(&t) {
             out.writes.insert(keys::partition(&t, p), Value::Partition(s));
-        }
-    }
-    for ((t, p), r) in ps.records {
-        if kept.contains(&t) {
-            out.writes.insert(keys::reassignment(&t, p), Value::Reassignment(r));
         }
     }
 }
@@ -156,11 +151,7 @@ mod tests {
     }
 
     fn record(p: &Plan, t: &str, n: u32) -> Option<ReassignmentRecord> {
-        match p.writes.get(&keys::reassignment(t, n)) {
-            Some(Value::Reassignment(r)) => Some(r.clone()),
-            None => None,
-            v => panic!("{v:?}"),
-        }
+        state(p, t, n).reassignment
     }
 
     #[test]
@@ -215,7 +206,7 @@ mod tests {
         );
         let r = record(&p, "leg", 0).unwrap();
         assert_eq!(r.original, vec![2, 1], "the order comes from original_replicas");
-        let back = reassignment::cancel(&s, &r, &BTreeSet::from([1, 2, 3]), false).unwrap();
+        let back = reassignment::cancel(&s, &BTreeSet::from([1, 2, 3]), false).unwrap();
         assert_eq!(back.replicas, vec![2, 1]);
     }
 

@@ -19,7 +19,7 @@ pub enum Value {
     Topic(TopicRecord),
     /// `/brokers/topics/<t>/partitions/<p>`.
     Partition(PartitionState),
-    /// `/admin/reassignments/<t>/<p>`, and the cancel-all marker.
+    /// The cancel-all marker (a reassignment record, empty).
     Reassignment(ReassignmentRecord),
     /// `/config/brokers/<id>`.
     BrokerConfig(BrokerConfigRecord),
@@ -66,6 +66,7 @@ impl Value {
                         s.adding.clone(),
                         s.removing.clone(),
                         s.throttle_rate,
+                        s.reassignment.as_ref().map(|r| (r.original.clone(), r.target.clone())),
                     )
                 };
                 assignment(zk) == assignment(ours) && ours.leader_epoch >= zk.leader_epoch
@@ -82,7 +83,8 @@ impl Value {
                 "config": sorted(&t.config), "deleting": t.deleting}),
             Value::Partition(s) => json!({"replicas": s.replicas, "adding_replicas": s.adding,
                 "removing_replicas": s.removing, "leader": s.leader, "leader_epoch": s.leader_epoch,
-                "isr": s.isr, "partition_epoch": s.partition_epoch, "throttle_rate": s.throttle_rate}),
+                "isr": s.isr, "partition_epoch": s.partition_epoch, "throttle_rate": s.throttle_rate,
+                "original_replicas": s.reassignment.as_ref().map(|r| &r.original)}),
             Value::Reassignment(r) => json!({"original_replicas": r.original, "replicas": r.target,
                 "throttle_rate": r.throttle_rate, "submitted_ms": r.submitted_ms}),
             Value::BrokerConfig(b) => json!({"config": sorted(&b.config)}),
@@ -134,12 +136,8 @@ impl Plan {
 
     /// The in-flight reassignments, by partition.
     pub fn reassignments(&self) -> impl Iterator<Item = (&str, u32, &ReassignmentRecord)> {
-        self.writes
-            .iter()
-            .filter_map(|(k, v)| match (keys::parse_reassignment_key(k), v) {
-                (Some((t, p)), Value::Reassignment(r)) => Some((t, p, r)),
-                _ => None,
-            })
+        self.partitions()
+            .filter_map(|(t, p, s)| s.reassignment.as_ref().map(|r| (t, p, r)))
     }
 
     /// Counts for the closing line: topics, deleting topics, partitions, reassignments, owned

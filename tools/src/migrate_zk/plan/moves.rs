@@ -11,32 +11,27 @@ use super::model::{Plan, Value};
 use super::topic::duplicate;
 use crate::migrate_zk::parse::{self, invalid, Invalid, ReassignmentEntry, ZkCluster};
 
-/// The partitions being planned, with their reassignments.
+/// The partitions being planned, each with its reassignment in flight in its state.
 #[derive(Default)]
 pub(super) struct Partitions {
     /// Partition states, by topic and partition.
     pub(super) states: BTreeMap<(String, u32), PartitionState>,
-    /// Reassignments in flight, by topic and partition.
-    pub(super) records: BTreeMap<(String, u32), ReassignmentRecord>,
 }
 
 impl Partitions {
     /// Adds a partition as Kafka left it, with a record for a move in flight.
-    pub(super) fn adopt(&mut self, key: (String, u32), s: PartitionState, submitted_ms: u64) {
+    pub(super) fn adopt(&mut self, key: (String, u32), mut s: PartitionState, submitted_ms: u64) {
         if reassignment::is_moving(&s) {
             // Kafka (2.4+) keeps RS = target followed by the rest of the originals.
             let original: Vec<i32> = s.replicas.iter().copied().filter(|r| !s.adding.contains(r)).collect();
-            self.records.insert(
-                key.clone(),
-                ReassignmentRecord {
-                    original,
-                    target: reassignment::target_of(&s),
-                    throttle_rate: 0,
-                    submitted_ms,
-                    target_log_dirs: vec![],
-                    original_log_dirs: vec![],
-                },
-            );
+            s.reassignment = Some(ReassignmentRecord {
+                original,
+                target: reassignment::target_of(&s),
+                throttle_rate: 0,
+                submitted_ms,
+                target_log_dirs: vec![],
+                original_log_dirs: vec![],
+            });
         }
         self.states.insert(key, s);
     }
@@ -65,7 +60,7 @@ fn apply_entry(
             format!("{tp}: broker {b} appears twice in the replica list"),
         ));
     }
-    let mut existing = ps.records.get(&key).cloned();
+    let mut existing = state.reassignment.clone();
     let mut base = state.clone();
     match (&mut existing, &e.original_replicas) {
         (Some(r), Some(o)) => {
@@ -108,19 +103,20 @@ fn apply_entry(
         // Already where the entry wants it: nothing is moving.
         return Ok(());
     }
-    if let Some(r) = &existing {
-        if reassignment::target_of(&state) == e.replicas {
-            // The same move as the running one: only the original order may have been learnt.
-            ps.records.insert(key, r.clone());
-            return Ok(());
-        }
+    if existing.is_some() && reassignment::target_of(&state) == e.replicas {
+        // The same move as the running one: only the original order may have been learnt.
+        ps.states.insert(
+            key,
+            PartitionState {
+                reassignment: existing,
+                ..state
+            },
+        );
+        return Ok(());
     }
-    let sub = reassignment::submit(&base, existing.as_ref(), &e.replicas, &[], 0, submitted_ms, live);
-    ps.states.insert(key.clone(), sub.state);
-    match sub.record {
-        Some(r) => ps.records.insert(key, r),
-        None => ps.records.remove(&key),
-    };
+    base.reassignment = existing;
+    let next = reassignment::submit(&base, &e.replicas, &[], 0, submitted_ms, live);
+    ps.states.insert(key, next);
     Ok(())
 }
 
@@ -152,19 +148,12 @@ pub(super) fn cancel_all(
     live: &BTreeSet<i32>,
     out: &mut Plan,
 ) {
-    let keys: Vec<(String, u32)> = ps.records.keys().cloned().collect();
-    for key in keys {
-        let (Some(r), Some(s)) = (ps.records.get(&key), ps.states.get(&key)) else {
-            continue;
-        };
+    for (key, s) in ps.states.iter_mut().filter(|(_, s)| s.reassignment.is_some()) {
         let unclean = topics
             .get(&key.0)
             .is_some_and(|t| topic_config::unclean_election_allowed(&t.config));
-        match reassignment::cancel(s, r, live, unclean) {
-            Ok(state) => {
-                ps.states.insert(key.clone(), state);
-                ps.records.remove(&key);
-            }
+        match reassignment::cancel(s, live, unclean) {
+            Ok(state) => *s = state,
             Err(e) => out.skipped.push(invalid(
                 parse::REASSIGN_CANCEL,
                 format!("{}-{}: {}", key.0, key.1, e.message),

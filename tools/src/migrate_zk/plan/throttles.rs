@@ -35,12 +35,16 @@ pub(super) fn own_throttles(
     notes: &mut Vec<String>,
 ) {
     let mut owners: BTreeSet<String> = BTreeSet::new();
-    for ((t, p), r) in ps.records.iter_mut() {
-        if !c.throttled_replicas_removal.contains(t) {
+    for ((t, _), s) in ps.states.iter_mut() {
+        let Some(r) = s
+            .reassignment
+            .as_mut()
+            .filter(|_| c.throttled_replicas_removal.contains(t))
+        else {
             continue;
-        }
+        };
         let brokers: BTreeSet<i32> = r.original.iter().chain(&r.target).copied().collect();
-        if let (Some(rate), Some(s)) = (owned_rate(c, &brokers), ps.states.get_mut(&(t.clone(), *p))) {
+        if let Some(rate) = owned_rate(c, &brokers) {
             r.throttle_rate = rate;
             s.throttle_rate = rate;
             owners.insert(t.clone());
@@ -94,8 +98,9 @@ pub(super) fn broker_configs(c: &ZkCluster, out: &mut Plan) {
 pub(super) fn note_unowned_rates(c: &ZkCluster, ps: &Partitions, notes: &mut Vec<String>) {
     for b in &c.throttled_rates_removal {
         let used = ps
-            .records
+            .states
             .values()
+            .filter_map(|s| s.reassignment.as_ref())
             .any(|r| r.throttle_rate > 0 && (r.original.contains(b) || r.target.contains(b)));
         if !used {
             notes.push(format!(

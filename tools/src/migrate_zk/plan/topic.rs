@@ -100,6 +100,8 @@ fn partition_state(
         log_dirs: vec![String::new(); rs.len()],
         throttle_rate: 0,
         dir_pending: vec![],
+        // Given by `Partitions::adopt` to a move in flight.
+        reassignment: None,
     })
 }
 
