@@ -12,7 +12,10 @@
 #   - cancel: CANCEL partitions on broker 1, one 100 KiB record each (fill-partitions.py), start
 #     moving to broker 2 under a 1 B/s throttle (Kafka's first fetch still copies up to 10 MiB,
 #     so about 100 partitions may finish); the number still moving, then the time from
-#     `--cancel` until none is listed;
+#     `--cancel` until none is listed; then the same moves started again by the tool and
+#     cancelled by one request from kafka-python (submit-api.py), timed from the request until
+#     none is listed (the _api_ row: the tool's JVM start and its reads are about 3 s of the
+#     first row, on both systems);
 #   - moves of one partition of MOVE_MB MiB (100 KiB records): throttled between brokers at each
 #     rate of RATES MB/s (measured duration over size/rate), unthrottled between brokers, and
 #     between the two log dirs of one broker (AlterReplicaLogDirs through the same tool), each
@@ -334,6 +337,30 @@ cancel() { # system bootstrap
     echo "$sys: the cancel of $CANCEL moves did not roll back" >&2
     record "$sys" "cancel_${CANCEL}_s" null
   fi
+  cancel_api "$sys" "$bs" "$plan"
+}
+
+# The cancel run's moves started again (by the tool, untimed) and cancelled by one
+# AlterPartitionReassignments from kafka-python, timed from the request until none is listed.
+cancel_api() { # system bootstrap plan
+  local sys=$1 bs=$2 plan=$3 moving
+  if ! tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$plan" --execute --throttle 1 >"$work/cancel.out" 2>&1; then
+    echo "$sys: the second throttled submit of $CANCEL moves failed: $(grep -m1 -i "error\|exception" "$work/cancel.out")" >&2
+  fi
+  moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
+  record "$sys" "cancel_${CANCEL}_api_moving" "$moving"
+  poller_start "$bs"
+  if ! python3 tools/bench/submit-api.py "$bs" "$plan" cancel "$work/sent-at" >/dev/null 2>"$work/api.err"; then
+    echo "$sys refused an API cancel of $CANCEL moves: $(tail -n 1 "$work/api.err")" >&2
+  fi
+  if [ -s "$work/sent-at" ] && poller_wait "$(cat "$work/sent-at")"; then
+    record "$sys" "cancel_${CANCEL}_api_s" "$secs"
+  else
+    [ -z "$poller" ] || poller_stop
+    echo "$sys: the API cancel of $CANCEL moves did not roll back" >&2
+    record "$sys" "cancel_${CANCEL}_api_s" null
+  fi
+  rm -f "$work/sent-at"
 }
 
 memory() { # system pid...
