@@ -25,15 +25,29 @@ fn start_dev(dir: &std::path::Path, args: &[&str]) -> (Dev, Vec<String>) {
         .args(["dev", "--base-port", "0"])
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("starting ferry dev");
     let stdout = child.stdout.take().unwrap();
-    let dev = Dev(child);
+    // Read on its own thread, so that a full pipe never blocks the cluster; shown if it fails.
+    let mut stderr = child.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let mut dev = Dev(child);
     let mut lines = BufReader::new(stdout).lines();
     let mut printed = Vec::new();
     loop {
-        let line = lines.next().expect("ferry dev printed its bootstrap line").unwrap();
+        let Some(line) = lines.next() else {
+            let _ = dev.0.wait();
+            panic!(
+                "ferry dev stopped before its bootstrap line; it printed {printed:?} and on stderr: {}",
+                errors.join().unwrap_or_default()
+            );
+        };
+        let line = line.unwrap();
         let done = line.starts_with("bootstrap: ");
         printed.push(line);
         if done {

@@ -96,7 +96,7 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
     let mut reserved = Vec::new();
     for id in 1..=nodes + brokers {
         let port = if base_port == 0 {
-            let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let l = reserve_port()?;
             let port = l.local_addr()?.port();
             reserved.push(l);
             port
@@ -114,6 +114,24 @@ fn layout(dir: &Path, base_port: u16, nodes: Option<u64>, brokers: Option<u64>) 
     let layout = DevLayout { nodes: addrs, brokers };
     std::fs::write(&path, serde_json::to_vec_pretty(&layout)?)?;
     Ok(layout)
+}
+
+/// Where `--base-port 0` chooses ports: below Linux's default ephemeral range (32768–60999),
+/// from which the kernel takes the local port of every outgoing connection and every port-0
+/// bind. A port chosen there and released for its node to bind could be taken meanwhile by any
+/// process's connection (a `ferry dev` among parallel tests failed to start that way).
+const CHOSEN_PORTS: std::ops::Range<u16> = 20_000..32_768;
+
+/// A listener on a random free port of [`CHOSEN_PORTS`] (any free port if none was found).
+fn reserve_port() -> std::io::Result<std::net::TcpListener> {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    for _ in 0..1_000 {
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", rng.random_range(CHOSEN_PORTS))) {
+            return Ok(l);
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
 }
 
 /// Runs the dev cluster until Ctrl-C or SIGTERM.
