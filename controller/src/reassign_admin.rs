@@ -383,10 +383,21 @@ pub async fn list(
     };
     let (view, marker) = tokio::try_join!(read, load_marker(client))?;
     let reassignments = crate::off_runtime(move || {
-        view.topics
-            .iter()
-            .flat_map(|(topic, t)| t.partitions.iter().map(move |(p, e)| (topic, *p, &e.state)))
-            .filter(|(topic, p, _)| wanted.is_empty() || wanted.contains(&(topic.to_string(), *p)))
+        // Every partition, or only those named (looked up, not searched for).
+        let partitions: Box<dyn Iterator<Item = (&String, u32, &PartitionState)>> = if wanted.is_empty() {
+            Box::new(
+                view.topics
+                    .iter()
+                    .flat_map(|(topic, t)| t.partitions.iter().map(move |(p, e)| (topic, *p, &e.state))),
+            )
+        } else {
+            Box::new(
+                wanted
+                    .iter()
+                    .filter_map(|(topic, p)| Some((topic, *p, &view.partition(topic, *p)?.state))),
+            )
+        };
+        partitions
             .filter_map(|(topic, p, state)| {
                 let r = state.reassignment.clone()?;
                 Some(OngoingReassignment {

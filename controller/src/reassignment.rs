@@ -28,7 +28,19 @@ pub fn replica_sets(current: &[i32], original: &[i32], target: &[i32]) -> (Vec<i
 /// Whether a reassignment is under way: replicas to add or remove, or named log dirs not
 /// reached yet.
 pub fn is_moving(state: &PartitionState) -> bool {
-    !state.adding.is_empty() || !state.removing.is_empty() || !state.dir_pending.is_empty()
+    state.is_moving()
+}
+
+/// `next` as a quiet partition owns nothing when nothing is left to move: no throttle, no record.
+fn quiet_owns_nothing(next: PartitionState) -> PartitionState {
+    if next.is_moving() {
+        return next;
+    }
+    PartitionState {
+        throttle_rate: 0,
+        reassignment: None,
+        ..next
+    }
 }
 
 /// The target replicas of a moving partition (its replicas when it is not moving).
@@ -200,22 +212,20 @@ pub fn submit(
         target_log_dirs: named,
         original_log_dirs,
     };
-    let moving = !adding.is_empty() || !removing.is_empty() || !dir_pending.is_empty();
     let next = bump_epochs(
         state,
-        PartitionState {
+        quiet_owns_nothing(PartitionState {
             log_dirs,
             replicas,
             adding,
             removing,
             leader,
             isr,
-            // Quiet at once (the target is the replica set): no move to own a throttle.
-            throttle_rate: if moving { throttle_rate } else { 0 },
+            throttle_rate,
             dir_pending,
-            reassignment: moving.then_some(record),
+            reassignment: Some(record),
             ..state.clone()
-        },
+        }),
     );
     complete(&next, live).unwrap_or(next)
 }
@@ -268,17 +278,7 @@ pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeS
     }
     // Nothing else was moving (a reorder whose new replica is out of sync, say): the partition is
     // quiet now, as `submit` leaves such a request, and owns no throttle and no record.
-    if is_moving(&next) {
-        return Some(bump_epochs(state, next));
-    }
-    Some(bump_epochs(
-        state,
-        PartitionState {
-            throttle_rate: 0,
-            reassignment: None,
-            ..next
-        },
-    ))
+    Some(bump_epochs(state, quiet_owns_nothing(next)))
 }
 
 /// Rolls a reassignment back: RS := the original replicas in their original order, the adding

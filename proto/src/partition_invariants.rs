@@ -57,12 +57,17 @@ impl PartitionState {
         Ok(())
     }
 
+    /// Whether a reassignment is under way: replicas to add or remove, or named log dirs not
+    /// reached yet.
+    pub fn is_moving(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty() || !self.dir_pending.is_empty()
+    }
+
     /// The controller's own rule: the reassignment record is there exactly while the partition
     /// moves (replicas to add or remove, or named dirs not reached). Not part of
     /// [`Self::check_invariants`]: a broker acts on replicas and leaders, never on the record.
     pub fn check_record(&self) -> Result<(), String> {
-        let moving = !self.adding.is_empty() || !self.removing.is_empty() || !self.dir_pending.is_empty();
-        match (moving, self.reassignment.is_some()) {
+        match (self.is_moving(), self.reassignment.is_some()) {
             (true, false) => Err("a moving partition has no reassignment record".into()),
             (false, true) => Err("a partition that does not move keeps a reassignment record".into()),
             _ => Ok(()),
