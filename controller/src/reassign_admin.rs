@@ -102,8 +102,9 @@ pub(crate) async fn load_moves(client: &Client, topics: &[String]) -> Result<Mov
 /// What a request's partitions decided, before the writes are put together.
 pub(crate) enum Decided {
     Refused(AlterPartitionReassignmentsResponse),
-    /// The changes (in key order, [`key_order`]), the answers (in the request's order), and the
-    /// scopes the partitions left moving touch (for arming auto-remove throttles).
+    /// The changes (in key order, [`key_order`]), the refused partitions' answers (in the
+    /// request's order), and the scopes the partitions left moving touch (for arming auto-remove
+    /// throttles).
     Write(Vec<Change>, Vec<PartitionResult>, crate::throttles::Touched),
 }
 
@@ -162,9 +163,9 @@ fn answered_alone(code: ErrorCode) -> bool {
 
 /// The answer to a request with refused partitions: nothing is written.
 fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsResponse {
-    let refused: Vec<&PartitionResult> = results.iter().filter(|r| r.error_code != 0).collect();
+    debug_assert!(results.iter().all(|r| r.error_code != 0));
     // Name a partition that refused the request, not one only answered alone.
-    let first = refused
+    let first = results
         .iter()
         .find(|r| !answered_alone(ErrorCode(r.error_code)))
         .map(|r| r.error_message.clone());
@@ -172,7 +173,7 @@ fn refused_whole(results: Vec<PartitionResult>) -> AlterPartitionReassignmentsRe
         error_code: ErrorCode::INVALID_REQUEST.0,
         error_message: format!(
             "nothing was changed: {} partition(s) refused, the first: {}",
-            refused.len(),
+            results.len(),
             first.unwrap_or_default()
         ),
         results,
@@ -251,31 +252,30 @@ pub(crate) fn plan_alter(
         (i, outcome)
     };
     let planned = crate::par_map(&order, PLAN_CHUNK, plan_one);
-    let n = req.partitions.len();
-    let mut results: Vec<Option<PartitionResult>> = vec![None; n];
-    let mut changes = Vec::with_capacity(n);
+    let mut changes = Vec::with_capacity(req.partitions.len());
+    let mut refused = Vec::new();
     let mut touched = crate::throttles::Touched::default();
     let mut failed = false;
     for (i, outcome) in planned {
         let t = &req.partitions[i];
         let (topic, p) = (t.topic.as_str(), t.partition);
-        results[i] = Some(match outcome {
+        match outcome {
             Ok((c, moved)) => {
                 changes.push(c);
                 if let Some(state) = moved {
                     touched.add(topic, &state);
                 }
-                refusal(topic, p, ErrorCode::NONE, String::new())
             }
             Err(Refusal { code, message }) => {
                 failed |= !answered_alone(code);
-                refusal(topic, p, code, message)
+                refused.push((i, refusal(topic, p, code, message)));
             }
-        });
+        }
     }
-    // Every index of the request is in `order` once, so every slot was filled.
-    let results: Vec<PartitionResult> = results.into_iter().flatten().collect();
-    debug_assert_eq!(results.len(), n);
+    // Answered in the request's order; an accepted partition is not answered on its own (a
+    // million `NONE`s would only double what the client sends and reads).
+    refused.sort_unstable_by_key(|(i, _)| *i);
+    let results: Vec<PartitionResult> = refused.into_iter().map(|(_, r)| r).collect();
     if failed {
         return Decided::Refused(refused_whole(results));
     }

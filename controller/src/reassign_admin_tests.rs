@@ -66,9 +66,11 @@ fn a_cancel_of_a_finished_move_is_answered_alone_and_the_rest_is_cancelled() {
     };
     assert_eq!(changes.len(), 1, "only t-0 is written");
     assert!(submitted.is_empty());
-    assert_eq!(results[0].error_code, 0);
-    assert_eq!(ErrorCode(results[1].error_code), ErrorCode::NO_REASSIGNMENT_IN_PROGRESS);
-    assert!(results[1].error_message.contains("t-1"), "{}", results[1].error_message);
+    // Only the partition answered alone is answered: t-0 was accepted.
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].partition, 1);
+    assert_eq!(ErrorCode(results[0].error_code), ErrorCode::NO_REASSIGNMENT_IN_PROGRESS);
+    assert!(results[0].error_message.contains("t-1"), "{}", results[0].error_message);
 }
 
 #[test]
@@ -106,7 +108,7 @@ fn a_cancel_that_would_leave_no_original_replica_in_sync_does_not_stop_the_other
         ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE
     );
     assert!(results[0].error_message.contains("t-2"), "{}", results[0].error_message);
-    assert_eq!(results[1].error_code, 0);
+    assert_eq!(results.len(), 1, "t-0 was accepted, so not answered alone: {results:?}");
 }
 
 /// Brokers 1–3 and topic `t` of `n` settled partitions on [1, 2].
@@ -144,38 +146,43 @@ fn settled_view(n: u32) -> ClusterView {
 #[test]
 fn answers_follow_the_request_and_writes_follow_the_keys_on_every_thread() {
     // More partitions than one thread plans, named in an order that is neither numeric nor the
-    // keys', with one named twice.
+    // keys', with missing partitions spread over the threads' shares and one named twice.
     let n = 2 * PLAN_CHUNK as u32 + 7;
     let view = settled_view(n);
     let mut named: Vec<u32> = (0..n).rev().collect();
     named.swap(3, n as usize / 2);
-    named.push(42);
-    let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
+    let mut bad = named.clone();
+    for (at, missing) in [(10, n + 5), (PLAN_CHUNK + 3, n + 1), (2 * PLAN_CHUNK, n + 3)] {
+        bad.insert(at, missing);
+    }
+    bad.push(42);
+    let req = request(bad.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
     let Decided::Refused(r) = plan_alter(&req, &view, 0, 1) else {
         panic!("a partition named twice must refuse the request");
     };
-    let answered: Vec<u32> = r.results.iter().map(|r| r.partition).collect();
-    assert_eq!(answered, named);
-    let refused: Vec<(usize, &str)> = r
+    // Only the refused partitions are answered, in the request's order; of a partition named
+    // twice, the first naming is planned and the second refused.
+    let answered: Vec<(u32, &str)> = r
         .results
         .iter()
-        .enumerate()
-        .filter(|(_, r)| r.error_code != 0)
-        .map(|(i, r)| (i, r.error_message.as_str()))
+        .map(|r| (r.partition, r.error_message.as_str()))
         .collect();
-    // The first naming is planned; the second is the one refused.
-    assert_eq!(
-        refused,
-        vec![(n as usize, "partition t-42 appears twice in the request")]
-    );
+    let missing = |p: u32| format!("partition t-{p} does not exist");
+    assert_eq!(answered.len(), 4, "{answered:?}");
+    for (a, p) in answered.iter().zip([n + 5, n + 1, n + 3]) {
+        assert_eq!(a.0, p);
+        assert!(a.1.contains(&missing(p)), "{}", a.1);
+    }
+    assert_eq!(answered[3], (42, "partition t-42 appears twice in the request"));
 
-    named.pop();
     let req = request(named.iter().map(|p| target(*p, Some(vec![2, 3]))).collect());
     let Decided::Write(changes, results, touched) = plan_alter(&req, &view, 0, 1) else {
         panic!("a valid request must be written");
     };
-    assert_eq!(results.iter().map(|r| r.partition).collect::<Vec<_>>(), named);
-    assert!(results.iter().all(|r| r.error_code == 0));
+    assert!(
+        results.is_empty(),
+        "an accepted partition is not answered alone: {results:?}"
+    );
     let guarded: Vec<String> = changes.iter().map(|c| c.guard.key.clone()).collect();
     let mut by_key = guarded.clone();
     by_key.sort();

@@ -13,7 +13,6 @@
 //! Cancel-all puts its marker first, which stops submissions and adding replicas joining ISRs,
 //! then rolls every move back in one transaction.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -58,21 +57,10 @@ fn batches(changes: Vec<Change>, size: usize) -> Vec<Vec<Change>> {
     out
 }
 
-/// The request's answers with each partition that was cancelled again given its own answer.
+/// The request's answers: its refused partitions, then those cancelled again one at a time that
+/// were refused then (an accepted partition is not answered on its own).
 fn answer(mut results: Vec<PartitionResult>, again: Vec<PartitionResult>) -> Vec<PartitionResult> {
-    let at: HashMap<(String, u32), usize> = results
-        .iter()
-        .enumerate()
-        .map(|(i, r)| ((r.topic.clone(), r.partition), i))
-        .collect();
-    for r in again {
-        let i = at.get(&(r.topic.clone(), r.partition)).copied();
-        // Only partitions of the request are cancelled again.
-        debug_assert!(i.is_some(), "{}-{} is not in the request", r.topic, r.partition);
-        if let Some(i) = i {
-            results[i] = r;
-        }
-    }
+    results.extend(again.into_iter().filter(|r| r.error_code != 0));
     results
 }
 
@@ -329,20 +317,23 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_cancelled_again_gets_its_own_answer_and_the_rest_stand() {
-        let first = vec![
-            result(0, ErrorCode::NONE),
-            result(1, ErrorCode::NONE),
-            result(2, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS),
+    fn a_partition_cancelled_again_and_refused_gets_its_own_answer_and_the_rest_stand() {
+        // The planned request refused partition 2 alone; of those cancelled again one at a time,
+        // 1 was refused and 3 went through.
+        let first = vec![result(2, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS)];
+        let again = vec![
+            result(1, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS),
+            result(3, ErrorCode::NONE),
         ];
-        let again = vec![result(1, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS)];
-        let codes: Vec<_> = answer(first, again).iter().map(|r| r.error_code).collect();
+        let answered: Vec<_> = answer(first, again)
+            .iter()
+            .map(|r| (r.partition, ErrorCode(r.error_code)))
+            .collect();
         assert_eq!(
-            codes,
+            answered,
             vec![
-                0,
-                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0,
-                ErrorCode::NO_REASSIGNMENT_IN_PROGRESS.0
+                (2, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS),
+                (1, ErrorCode::NO_REASSIGNMENT_IN_PROGRESS)
             ]
         );
     }

@@ -388,7 +388,7 @@ async fn requests_see_exactly_their_topics_whether_read_alone_or_whole() {
     let moves: Vec<(&str, u32, Option<Vec<i32>>)> = many.iter().map(|t| (t.as_str(), 0, Some(vec![2]))).collect();
     let r = alter(&c, &moves, None).await;
     ok(&r);
-    assert_eq!(r.results.len(), 40);
+    assert!(r.results.is_empty(), "every partition was accepted: {:?}", r.results);
     wait_all_done(&c, Duration::from_secs(60)).await;
     for t in &many {
         assert_eq!(partition_state(&c, t, 0).await.unwrap().replicas, vec![2], "{t}");

@@ -97,9 +97,13 @@ async fn a_cancel_of_many_moves_goes_through_while_some_of_them_keep_changing() 
     }
     eprintln!("{during} partition changes landed while the cancel ran");
     assert_eq!(r.error_code, 0, "{}", r.error_message);
-    let refused: Vec<_> = r.results.iter().filter(|p| p.error_code != 0).collect();
-    assert!(refused.is_empty(), "{} not cancelled: {refused:?}", refused.len());
-    assert_eq!(r.results.len(), PARTITIONS as usize);
+    // Only a refused partition is answered on its own.
+    assert!(
+        r.results.is_empty(),
+        "{} not cancelled: {:?}",
+        r.results.len(),
+        r.results
+    );
     assert!(list(&c).await.reassignments.is_empty());
     for p in 0..PARTITIONS {
         let s = partition_state(&c, "churn", p).await.unwrap();

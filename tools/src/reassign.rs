@@ -414,15 +414,20 @@ async fn cancel(c: &ClusterClient, f: &ReassignmentFile, moving: &BTreeSet<(Stri
     if r.error_code != 0 {
         return Err(print_errors(&r));
     }
-    // A move that finished after the list, or cannot roll back now, is answered on its own.
-    let (done, refused): (Vec<_>, Vec<_>) = r.results.iter().partition(|x| x.error_code == 0);
-    let names: Vec<String> = done.iter().map(|x| format!("{}-{}", x.topic, x.partition)).collect();
+    // A move that finished after the list, or cannot roll back now, is answered on its own;
+    // every other partition was cancelled.
+    let refused: BTreeSet<(&str, u32)> = r.results.iter().map(|x| (x.topic.as_str(), x.partition)).collect();
+    let names: Vec<String> = active
+        .iter()
+        .filter(|e| !refused.contains(&(e.topic.as_str(), e.partition)))
+        .map(|e| format!("{}-{}", e.topic, e.partition))
+        .collect();
     println!(
         "Successfully cancelled partition reassignment{} for: {}",
         plural(names.len()),
         names.join(",")
     );
-    for x in refused {
+    for x in &r.results {
         println!("Not cancelled: {}-{}: {}", x.topic, x.partition, x.error_message);
     }
     Ok(())
