@@ -4,17 +4,19 @@
 #   - produce: kafka-producer-perf-test, acks=all, replication factor 3, RECORD_BYTES records;
 #   - reassignment submit of each size in SIZES (empty partitions, metadata only): every
 #     partition of a topic on broker 1 moves to broker 2 with one
-#     `kafka-reassign-partitions --execute`; the time until it is accepted, then until
-#     `--list` shows no move left;
-#   - the same submit by one request from kafka-python (submit-api.py) for each size in
-#     API_SIZES, on partitions of its own, after the runs above: the time to accepted without
-#     the tool's JVM start and its reads before the request (the _api_ rows; not waited for);
+#     `kafka-reassign-partitions --execute`, started once the system's nodes are idle after
+#     creating the partitions (settle); the time until it is accepted, then until `--list`
+#     shows no move left;
+#   - the same submit by one request from Kafka's Java admin client (SubmitApi.java) for each
+#     size in API_SIZES, on partitions of its own, after the runs above: the time to accepted
+#     without the tool's JVM start and its reads before the request, the client connected and
+#     warmed up (the _api_ rows; not waited for);
 #   - cancel: CANCEL partitions on broker 1, one 100 KiB record each (fill-partitions.py), start
 #     moving to broker 2 under a 1 B/s throttle (Kafka's first fetch still copies up to 10 MiB,
 #     so about 100 partitions may finish); the number still moving, then the time from
 #     `--cancel` until none is listed; then the same moves started again by the tool and
-#     cancelled by one request from kafka-python (submit-api.py), timed from the request until
-#     none is listed (the _api_ row: the tool's JVM start and its reads are about 3 s of the
+#     cancelled by one request from Kafka's Java admin client (SubmitApi.java), timed from the
+#     request until none is listed (the _api_ row: the tool's JVM start and its reads are about 3 s of the
 #     first row, on both systems);
 #   - moves of one partition of MOVE_MB MiB (100 KiB records): throttled between brokers at each
 #     rate of RATES MB/s (measured duration over size/rate), unthrottled between brokers, and
@@ -53,7 +55,7 @@ RATES=${RATES-10 50}
 SYSTEMS=${SYSTEMS:-kafka ferry}
 
 cargo build --release -q -p tools --bins
-tools/kafka-jars.sh >/dev/null
+kafka_jars=$(tools/kafka-jars.sh | tail -n 1)
 bin=$PWD/target/release
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-vs-kafka.XXXXXX")
 pids=()
@@ -138,6 +140,42 @@ plan_to_broker_2() { # file
   } >"$1"
 }
 
+# One AlterPartitionReassignments from Kafka's Java admin client, timed (tools/bench/SubmitApi.java).
+submit_api_call() { # bootstrap plan (broker|cancel) [wall-clock file]
+  java -Xmx512m -Dlog4j2.configurationFile=tools/kafka-log4j2.properties \
+    -Dlog4j.configuration=file:tools/kafka-log4j.properties -Dferry.log.level=WARN \
+    -cp "$kafka_jars/*" tools/bench/SubmitApi.java "$@"
+}
+
+# The PIDs of SYSTEM's nodes.
+system_pids() { # system
+  if [ "$1" = kafka ]; then
+    tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}'
+  else
+    printf '%s\n' "${pids[@]}"
+  fi
+}
+
+# Waits until SYSTEM's nodes are idle (under 15% of one core, summed, over 1 s; at most 60 s), so
+# that a timed request does not share the CPU with the system still taking in the partitions
+# just created (both systems create each partition's log on its brokers after the request).
+cpu_ticks() { # system
+  # shellcheck disable=SC2046 # one PID per word
+  awk '{ t += $14 + $15 } END { print t + 0 }' $(system_pids "$1" | sed 's|.*|/proc/&/stat|') 2>/dev/null
+}
+settle() { # system
+  local tick prev cpu
+  tick=$(getconf CLK_TCK)
+  prev=$(cpu_ticks "$1")
+  for _ in $(seq 1 60); do
+    sleep 1
+    cpu=$(cpu_ticks "$1")
+    [ $((cpu - prev)) -le $((tick * 15 / 100)) ] && return 0
+    prev=$cpu
+  done
+  echo "$1: still busy after 60 s; timing the request anyway" >&2
+}
+
 submit() { # system bootstrap size
   local n=$3 plan started accepted out specs=()
   # A system that cannot create the partitions (a Kafka broker fenced under the load) gets n/a
@@ -150,6 +188,7 @@ submit() { # system bootstrap size
   fi
   plan=$work/plan-$1-$n.json
   plan_to_broker_2 "$plan"
+  settle "$1"
   # A topic just created may not be in every broker's metadata yet: that answer is retried,
   # and only the last try is timed.
   poller_start "$2"
@@ -188,8 +227,9 @@ submit_api() { # system bootstrap size
   fi
   plan=$work/plan-api-$1-$n.json
   plan_to_broker_2 "$plan"
+  settle "$1"
   for _ in $(seq 1 30); do
-    secs=$(python3 tools/bench/submit-api.py "$2" "$plan" 2 2>"$work/api.err") && break
+    secs=$(submit_api_call "$2" "$plan" 2 2>"$work/api.err") && break
     grep -q "UnknownTopicOrPartition" "$work/api.err" || break
     sleep 1
   done
@@ -350,7 +390,7 @@ cancel_api() { # system bootstrap plan
   moving=$(tool kafka-reassign-partitions --bootstrap-server "$bs" --list 2>&1 | grep -c "adding: 2" || true)
   record "$sys" "cancel_${CANCEL}_api_moving" "$moving"
   poller_start "$bs"
-  if ! python3 tools/bench/submit-api.py "$bs" "$plan" cancel "$work/sent-at" >/dev/null 2>"$work/api.err"; then
+  if ! submit_api_call "$bs" "$plan" cancel "$work/sent-at" >/dev/null 2>"$work/api.err"; then
     echo "$sys refused an API cancel of $CANCEL moves: $(tail -n 1 "$work/api.err")" >&2
   fi
   if [ -s "$work/sent-at" ] && poller_wait "$(cat "$work/sent-at")"; then
