@@ -380,19 +380,32 @@ async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
 /// Replicas the ISR scan checks between two yields to the runtime.
 const ISR_SCAN_YIELD_EVERY: usize = 256;
 
-/// Every 100 ms, each partition this broker leads checks whether its ISR should change and, if
-/// so, asks the controller; the answer (or the metadata watch) brings the new state.
+/// Every 100 ms, the partitions this broker leads that may gain a follower ([`isr::Candidates`])
+/// check whether their ISR should change, and every [`isr::full_scan_every_ms`] all of them do
+/// (for followers that lag); a change is asked of the controller, and the answer (or the
+/// metadata watch) brings the new state.
 async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
     let Some(controller) = ControllerChannels::new(&quorum) else {
         tracing::error!("no quorum address to send ISR changes to");
         return;
     };
     let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
+    let full_every = Duration::from_millis(isr::full_scan_every_ms(core.config.replica_lag_max_ms));
+    let mut next_full = tokio::time::Instant::now();
     loop {
         // A pause after each pass, not a fixed tick: a pass over 100,000 replicas takes longer
         // than a tick, and passes back to back would occupy a worker for good.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let replicas: Vec<_> = core.replicas.read().values().cloned().collect();
+        let candidates = core.isr_candidates.take();
+        let replicas: Vec<Arc<Replica>> = if tokio::time::Instant::now() >= next_full {
+            next_full = tokio::time::Instant::now() + full_every;
+            core.replicas.read().values().cloned().collect()
+        } else if candidates.is_empty() {
+            continue;
+        } else {
+            let all = core.replicas.read();
+            candidates.iter().filter_map(|tp| all.get(tp).cloned()).collect()
+        };
         // Which process each registered broker is, for replicas joining an ISR.
         let registered: std::collections::HashMap<i32, u64> = core
             .view
@@ -416,9 +429,13 @@ async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
                 return;
             };
             let controller = controller.clone();
+            let core = core.clone();
             tokio::spawn(async move {
                 let _permit = permit;
                 send_isr_change(&controller, &r, req).await;
+                // Whatever the answer, the next tick looks again (another follower may have
+                // caught up while this change was in flight).
+                core.isr_candidates.add((r.topic.clone(), r.partition));
             });
         }
     }

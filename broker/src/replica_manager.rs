@@ -98,6 +98,8 @@ pub struct BrokerCore {
     /// Bumped once a failed dir's replicas are offline, for the registration to publish.
     pub offline_published: tokio::sync::watch::Sender<u64>,
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
+    /// Partitions whose ISR may grow, for the ISR driver's next tick.
+    pub isr_candidates: crate::isr::Candidates,
     /// The folder in which each replica's `partition.metadata` was last made right.
     topic_ids_recorded: Mutex<HashMap<TopicPartition, PathBuf>>,
 }
@@ -159,6 +161,7 @@ impl BrokerCore {
             offline_published: tokio::sync::watch::channel(0).0,
             config,
             fetchers: Mutex::new(HashMap::new()),
+            isr_candidates: Default::default(),
             topic_ids_recorded: Mutex::new(HashMap::new()),
         })
     }

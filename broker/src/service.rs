@@ -58,8 +58,9 @@ fn check_replica_fetch(r: &Replica, req: &ReplicaFetchRequest) -> Result<(u32, i
     Ok((epoch, leo))
 }
 
-/// Records a follower's fetch in its progress, which the ISR and the watermark follow.
-fn note_follower_fetch(r: &Replica, req: &ReplicaFetchRequest, leo: i64) -> Result<(), ReplicaError> {
+/// Records a follower's fetch in its progress, which the ISR and the watermark follow; returns
+/// whether the follower is outside the ISR (so that the ISR may grow).
+fn note_follower_fetch(r: &Replica, req: &ReplicaFetchRequest, leo: i64) -> Result<bool, ReplicaError> {
     let now = r.now_ms();
     let mut st = r.state();
     if !st.meta.replicas.contains(&req.replica_id) {
@@ -74,7 +75,7 @@ fn note_follower_fetch(r: &Replica, req: &ReplicaFetchRequest, leo: i64) -> Resu
         .or_insert_with(|| crate::isr::FollowerProgress::new(now));
     p.on_fetch(req.fetch_offset, leo, now);
     p.incarnation = req.incarnation;
-    Ok(())
+    Ok(!st.meta.isr.contains(&req.replica_id))
 }
 
 impl BrokerService {
@@ -161,7 +162,9 @@ impl BrokerService {
     async fn replica_fetch_one(&self, req: &ReplicaFetchRequest) -> Result<ReplicaFetchResponse, ReplicaError> {
         let r = self.core.replica(&req.topic, req.partition)?;
         let (epoch, leo) = check_replica_fetch(&r, req)?;
-        note_follower_fetch(&r, req, leo)?;
+        if note_follower_fetch(&r, req, leo)? {
+            self.core.isr_candidates.add((r.topic.clone(), r.partition));
+        }
         r.update_high_watermark();
         let from = req.fetch_offset;
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
