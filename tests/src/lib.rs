@@ -276,14 +276,26 @@ pub struct ProcNode {
 }
 
 impl ProcNode {
-    /// Describes a node; call [`ProcNode::spawn`] to run it.
+    /// Describes a node with the tests' Raft timing ([`test_tuning`]); call [`ProcNode::spawn`]
+    /// to run it.
     pub fn new(id: u64, addr: &str, data_dir: &Path, peers: &BTreeMap<u64, String>, join: bool) -> Self {
+        Self::tuned(id, addr, data_dir, peers, join, test_tuning())
+    }
+
+    /// Describes a node with the Raft timing `t`.
+    pub fn tuned(
+        id: u64,
+        addr: &str,
+        data_dir: &Path,
+        peers: &BTreeMap<u64, String>,
+        join: bool,
+        t: RaftTuning,
+    ) -> Self {
         let peers_s = peers
             .iter()
             .map(|(i, a)| format!("{i}={a}"))
             .collect::<Vec<_>>()
             .join(",");
-        let t = test_tuning();
         let mut args = vec![
             "node".to_string(),
             "--id".into(),

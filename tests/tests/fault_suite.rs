@@ -23,6 +23,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use metastore::RaftTuning;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tests::fault_client::{self, FinalState, NodeView};
@@ -103,7 +104,10 @@ impl Site {
         let nodes = peers
             .iter()
             .map(|(id, addr)| {
-                let node = ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false)
+                // The timing `ferry node` runs with by default, not the tests' slower one: the
+                // gaps reported are those an operator's cluster would show.
+                let data = dir.path().join(format!("n{id}"));
+                let node = ProcNode::tuned(*id, addr, &data, &peers, false, RaftTuning::default())
                     .with_args(&["--roles", "quorum"])
                     .log_to(&dir.path().join(format!("node{id}.log")));
                 match &net {
