@@ -156,7 +156,7 @@ system_pids() { # system
   fi
 }
 
-# Waits until SYSTEM's nodes are idle (under 15% of one core, summed, over 1 s; at most 60 s), so
+# Waits until SYSTEM's nodes are idle (under 15% of one core, summed, over 1 s; at most 30 s), so
 # that a timed request does not share the CPU with the system still taking in the partitions
 # just created (both systems create each partition's log on its brokers after the request).
 cpu_ticks() { # system
@@ -167,13 +167,13 @@ settle() { # system
   local tick prev cpu
   tick=$(getconf CLK_TCK)
   prev=$(cpu_ticks "$1")
-  for _ in $(seq 1 60); do
+  for _ in $(seq 1 30); do
     sleep 1
     cpu=$(cpu_ticks "$1")
     [ $((cpu - prev)) -le $((tick * 15 / 100)) ] && return 0
     prev=$cpu
   done
-  echo "$1: still busy after 60 s; timing the request anyway" >&2
+  echo "$1: still busy after 30 s; timing the request anyway" >&2
 }
 
 submit() { # system bootstrap size
