@@ -19,9 +19,9 @@ use tokio::task::JoinHandle;
 
 use crate::partition_change::Election;
 use crate::partition_change_builder::{Built, Elect, PartitionChangeBuilder};
+use crate::reassign_admin;
 use crate::store::put_op;
 use crate::write_runner::{Plan, Runner};
-use crate::{reassign_admin, reassignment};
 
 /// How the active controller behaves.
 #[derive(Debug, Clone)]
@@ -267,10 +267,9 @@ fn decide(
         absorb(view, ev, follow, &mut changed);
     }
     let Changed { partitions, full } = changed;
-    let ended = partitions.iter().any(|(t, p)| {
-        view.partition(t, *p)
-            .is_some_and(|e| !reassignment::is_moving(&e.state))
-    });
+    let ended = partitions
+        .iter()
+        .any(|(t, p)| view.partition(t, *p).is_some_and(|e| !e.state.is_moving()));
     Pass {
         plan: plan_pass(view, rebalance, (!full).then_some(&partitions)),
         check_throttles: full || ended,

@@ -150,7 +150,7 @@ fn plan_partition(t: &ReassignmentTarget, cx: &AlterContext<'_>) -> Result<(Chan
         &cx.live,
     );
     let c = change(topic, p, entry.mod_revision, &next);
-    let moving = reassignment::is_moving(&next).then_some(next);
+    let moving = next.is_moving().then_some(next);
     Ok((c, moving))
 }
 

@@ -51,7 +51,7 @@ fn dir_writes(req: &AssignReplicaDirRequest, view: &ClusterView, cancel_marker: 
             state: Some(entry.state.clone()),
         });
     }
-    let completes = !reassignment::is_moving(&next);
+    let completes = !next.is_moving();
     // Completion drops the record from the state; otherwise it stays as it is.
     let c = change(&req.topic, req.partition, entry.mod_revision, &next);
     let marker_guard = at_revision(keys::REASSIGN_CANCEL.into(), 0);

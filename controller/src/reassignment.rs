@@ -25,12 +25,6 @@ pub fn replica_sets(current: &[i32], original: &[i32], target: &[i32]) -> (Vec<i
     (replicas, adding, removing)
 }
 
-/// Whether a reassignment is under way: replicas to add or remove, or named log dirs not
-/// reached yet.
-pub fn is_moving(state: &PartitionState) -> bool {
-    state.is_moving()
-}
-
 /// `next` as a quiet partition owns nothing when nothing is left to move: no throttle, no record.
 fn quiet_owns_nothing(next: PartitionState) -> PartitionState {
     if next.is_moving() {
@@ -234,7 +228,7 @@ pub fn submit(
 /// dir: RS := TRS, the removed replicas leave the ISR, and the leader moves into the target if
 /// it is outside. `None` when the partition is not moving or not ready.
 pub fn complete(state: &PartitionState, live: &BTreeSet<i32>) -> Option<PartitionState> {
-    if !is_moving(state) {
+    if !state.is_moving() {
         return None;
     }
     settle_if_ready(state, live)
@@ -258,8 +252,8 @@ fn settle_if_ready(state: &PartitionState, live: &BTreeSet<i32>) -> Option<Parti
 
 /// A broker reports its replica is in `dir`: it leaves `dir_pending` when that is the dir named
 /// for it, and the reassignment completes if nothing else holds it (the result is then not
-/// [`is_moving`]). `None` when the report changes nothing (not pending, or another dir is named
-/// now).
+/// [`PartitionState::is_moving`]). `None` when the report changes nothing (not pending, or
+/// another dir is named now).
 pub fn dir_reached(state: &PartitionState, broker: i32, dir: &str, live: &BTreeSet<i32>) -> Option<PartitionState> {
     if !state.dir_pending.contains(&broker) {
         return None;
@@ -477,7 +471,7 @@ mod tests {
         assert!(dir_reached(&sub, 1, "/a1", &all).is_none(), "not the named dir");
         assert!(dir_reached(&sub, 2, "/b1", &all).is_none(), "broker 2 has no dir named");
         let done = dir_reached(&sub, 1, "/b1", &all).unwrap();
-        assert!(!is_moving(&done), "the last named dir reached completes the move");
+        assert!(!done.is_moving(), "the last named dir reached completes the move");
         assert!(done.reassignment.is_none());
         assert!(done.partition_epoch > sub.partition_epoch);
         assert_eq!(
@@ -496,10 +490,10 @@ mod tests {
         assert!(complete(&synced, &all).is_none());
         let waiting = dir_reached(&grow, 3, "/c2", &all).unwrap();
         assert!(
-            waiting.dir_pending.is_empty() && is_moving(&waiting),
+            waiting.dir_pending.is_empty() && waiting.is_moving(),
             "still waits for the ISR"
         );
-        assert!(!is_moving(&dir_reached(&synced, 3, "/c2", &all).unwrap()));
+        assert!(!dir_reached(&synced, 3, "/c2", &all).unwrap().is_moving());
     }
 
     #[test]

@@ -15,7 +15,6 @@ use proto::ferry::*;
 use proto::metastore as pb;
 use proto::{keys, topic_config};
 
-use crate::reassignment::is_moving;
 use crate::store::{at_revision, load_view, put_op};
 use crate::write_runner::{Plan, Runner};
 
@@ -51,7 +50,7 @@ pub fn scope_moving(view: &ClusterView, scope: &Scope) -> bool {
     let moving = |t: &str, e: &proto::cluster_view::TopicEntry| {
         e.partitions
             .values()
-            .any(|p| is_moving(&p.state) && scope.touches(t, &p.state))
+            .any(|p| p.state.is_moving() && scope.touches(t, &p.state))
     };
     match scope {
         Scope::Topic(t) => view.topics.get(t).is_some_and(|e| moving(t, e)),

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use controller::partition_change::{IsrChange, NO_LEADER};
 use controller::partition_change_builder::{Built, PartitionChangeBuilder};
-use controller::reassignment::{self, is_moving, target_of};
+use controller::reassignment::{self, target_of};
 use controller::throttles;
 use proptest::prelude::*;
 use proto::errors::ErrorCode;
@@ -84,7 +84,7 @@ fn check(w: &World, what: &str) {
     // The record exists exactly while the partition moves, so the throttle it owns goes with it.
     assert_eq!(
         record.is_some(),
-        is_moving(s),
+        s.is_moving(),
         "{what}: record and state disagree: {s:?}"
     );
     if record.is_none() {
@@ -118,7 +118,7 @@ fn check(w: &World, what: &str) {
     assert_eq!(w.manual_throttle, 7_000_000, "{what}: manual throttle touched");
     // No auto-remove throttle outlives the reassignments that armed it.
     assert!(
-        !w.auto.armed || w.auto.keys.is_empty() || is_moving(s),
+        !w.auto.armed || w.auto.keys.is_empty() || s.is_moving(),
         "{what}: an armed auto-remove throttle outlived its moves: {:?}",
         w.auto
     );
@@ -139,7 +139,7 @@ fn apply(w: &mut World, built: Option<Built>) {
     if let Some(Built { state, .. }) = &built {
         assert_eq!(
             state.reassignment.is_some(),
-            is_moving(state),
+            state.is_moving(),
             "the builder left record and state apart"
         );
     }
@@ -298,7 +298,7 @@ proptest! {
                     if let Some(n) = reassignment::dir_reached(&w.state, *b, &dir, &w.live) {
                         prop_assert!(*named && !n.dir_pending.contains(b));
                         // Completion rides on the same change.
-                        if !is_moving(&n) {
+                        if !n.is_moving() {
                             let target = w.state.reassignment.as_ref().map(|r| r.target.clone());
                             prop_assert_eq!(Some(&n.replicas), target.as_ref(), "a quiet partition sits at its target");
                             prop_assert!(n.reassignment.is_none());
@@ -309,7 +309,7 @@ proptest! {
                 Step::ControllerRestart => controller_pass(&mut w),
             }
             // The active controller removes what is due.
-            if throttles::due(&w.auto, is_moving(&w.state)) {
+            if throttles::due(&w.auto, w.state.is_moving()) {
                 let mut config = std::collections::HashMap::new();
                 throttles::remove_auto(&mut config, &mut w.auto);
             }

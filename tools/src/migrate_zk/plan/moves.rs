@@ -21,7 +21,7 @@ pub(super) struct Partitions {
 impl Partitions {
     /// Adds a partition as Kafka left it, with a record for a move in flight.
     pub(super) fn adopt(&mut self, key: (String, u32), mut s: PartitionState, submitted_ms: u64) {
-        if reassignment::is_moving(&s) {
+        if s.is_moving() {
             // Kafka (2.4+) keeps RS = target followed by the rest of the originals.
             let original: Vec<i32> = s.replicas.iter().copied().filter(|r| !s.adding.contains(r)).collect();
             s.reassignment = Some(ReassignmentRecord {
