@@ -15,6 +15,8 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::local_node::trusted;
+pub use crate::local_node::LocalNode;
 use crate::peers::{self, MAX_MESSAGE};
 
 /// What a client call can fail with.
@@ -47,45 +49,6 @@ impl ClientError {
             ClientError::Unavailable(_) | ClientError::NotApplied(_) => Code::Unavailable,
         }
     }
-}
-
-/// This process's own metastore node. While it leads, a client in the same process calls its
-/// service directly: a large transaction (a 100,000-partition reassignment is tens of MB) is then
-/// neither encoded, sent over loopback and decoded, nor forwarded from a follower.
-#[derive(Clone)]
-pub struct LocalNode {
-    service: crate::service::MetastoreService,
-    raft: crate::types::Raft,
-    id: crate::types::NodeId,
-}
-
-impl LocalNode {
-    /// The node `id` served by `service` and replicated by `raft`.
-    pub fn new(service: crate::service::MetastoreService, raft: crate::types::Raft, id: crate::types::NodeId) -> Self {
-        Self { service, raft, id }
-    }
-
-    fn leads(&self) -> bool {
-        self.raft.metrics().borrow().current_leader == Some(self.id)
-    }
-
-    /// The leader's address when another node leads.
-    fn remote_leader(&self) -> Option<String> {
-        let m = self.raft.metrics();
-        let m = m.borrow();
-        let leader = m.current_leader.filter(|l| *l != self.id)?;
-        m.membership_config
-            .membership()
-            .get_node(&leader)
-            .map(|n| n.addr.clone())
-    }
-}
-
-/// A request from this process to its own node: it may touch internal keys.
-fn trusted<T>(msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.extensions_mut().insert(crate::credential::Trusted);
-    r
 }
 
 /// Adds the cluster credential, once this client has one, to every request.
@@ -122,6 +85,8 @@ struct Inner {
     client_id: String,
     seq: AtomicU64,
     retry_for: Duration,
+    /// The first and the longest pause between two attempts.
+    backoff: (Duration, Duration),
     credential: CredentialInterceptor,
 }
 
@@ -151,6 +116,9 @@ fn gave_up(s: &Status, maybe_applied: bool) -> ClientError {
     }
 }
 
+/// The first pause after a failed attempt.
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+
 /// Longest pause between two attempts: short, so that a client finds a new leader soon after
 /// an election (a follower asked meanwhile waits for the election itself).
 const MAX_BACKOFF: Duration = Duration::from_millis(200);
@@ -174,9 +142,20 @@ impl Client {
                 client_id: uuid::Uuid::new_v4().simple().to_string(),
                 seq: AtomicU64::new(0),
                 retry_for: Duration::from_secs(15),
+                backoff: (FIRST_BACKOFF, MAX_BACKOFF),
                 credential: CredentialInterceptor::default(),
             }),
         })
+    }
+
+    /// A client that pauses `first`, then twice as long each time up to `max`, between two
+    /// attempts of a call (a client of a cluster under test may want other pauses). Only for a
+    /// client not yet cloned.
+    pub fn with_backoff(mut self, first: Duration, max: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.backoff = (first, max);
+        }
+        self
     }
 
     /// A client that starts at endpoint `i` (to spread clients over nodes).
@@ -247,10 +226,12 @@ impl Client {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let deadline = tokio::time::Instant::now() + self.inner.retry_for;
-        let mut backoff = Duration::from_millis(10);
+        let mut backoff = self.inner.backoff.0;
         let mut maybe_applied = false;
+        let local = self.inner.local.get();
         loop {
             let i = self.inner.current.load(Ordering::Relaxed);
+            let leader_before = local.and_then(LocalNode::leader);
             match f(self.client_at(i)).await {
                 Ok(r) => return Ok(r.into_inner()),
                 Err(s) if retryable(&s) => {
@@ -263,10 +244,29 @@ impl Client {
                         .inner
                         .current
                         .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    backoff = self.pause(local, leader_before, backoff).await;
                 }
                 Err(s) => return Err(ClientError::Server(s)),
+            }
+        }
+    }
+
+    /// Waits `backoff` before the next attempt and returns the next backoff. With a local node,
+    /// a new leader ends the wait early and the next attempt goes to it: after a leader is
+    /// killed, a call is answered right after the election, not up to a backoff later.
+    async fn pause(&self, local: Option<&LocalNode>, leader_before: Option<u64>, backoff: Duration) -> Duration {
+        let (first, max) = self.inner.backoff;
+        let Some(local) = local else {
+            tokio::time::sleep(backoff).await;
+            return (backoff * 2).min(max);
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => (backoff * 2).min(max),
+            addr = local.new_leader(leader_before) => {
+                if let Some(j) = self.inner.endpoints.iter().position(|e| *e == addr) {
+                    self.inner.current.store(j, Ordering::Relaxed);
+                }
+                first
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod follow;
 pub mod kv_pb;
 pub mod kv_state;
 pub mod lease;
+pub mod local_node;
 pub mod log_store;
 pub mod metrics;
 pub mod network;
