@@ -217,30 +217,72 @@ fn absorb(view: &mut ClusterView, first: FollowEvent, follow: &mut Receiver<Foll
     }
 }
 
-/// Writes a pass's partition changes, 64 at a time, each fenced by `term`. A change whose guard
-/// failed is decided again from the events that changed it. Returns whether any write could not
-/// reach the metastore.
-async fn write_pass(client: &Client, term: u64, plan: Vec<PartitionWrite>) -> bool {
-    let results: Vec<_> = futures::stream::iter(plan)
-        .map(|w| async move {
-            // A completed state carries no record: one put writes the move's end.
-            let c = reassign_admin::change(&w.topic, w.partition, w.revision, &w.state);
-            let (guards, ops) = (vec![c.guard], vec![c.op]);
-            let changed = Refusal::new(
-                ErrorCode::INVALID_UPDATE_VERSION,
-                format!("partition {}-{} changed", w.topic, w.partition),
-            );
-            let runner = Runner::new(client, "partition change", changed).fenced(term);
-            let r = runner.write(Plan::write(guards, ops, ())).await;
-            if let Ok(Ok(())) = r {
-                tracing::info!(topic = w.topic, partition = w.partition, leader = w.state.leader, isr = ?w.state.isr, completes = w.completes, "partition changed");
-            }
-            r
-        })
-        .buffer_unordered(64)
+/// Partition changes a pass writes in one transaction. After a broker is lost, a pass changes
+/// every partition it led: one Raft entry per change made a failover of tens of thousands of
+/// partitions seconds of entries, each fsynced on every node.
+pub const PASS_BATCH: usize = 256;
+
+/// How many of a pass's batches are in flight at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Writes a pass's partition changes in batches of [`PASS_BATCH`], each fenced by `term`.
+/// Returns whether any write could not reach the metastore.
+async fn write_pass(client: &Client, term: u64, mut plan: Vec<PartitionWrite>) -> bool {
+    let mut batches = Vec::with_capacity(plan.len().div_ceil(PASS_BATCH));
+    while !plan.is_empty() {
+        let rest = plan.split_off(plan.len().min(PASS_BATCH));
+        batches.push(std::mem::replace(&mut plan, rest));
+    }
+    let unreachable: Vec<bool> = futures::stream::iter(batches)
+        .map(|b| write_batch(client, term, b))
+        .buffer_unordered(BATCHES_IN_FLIGHT)
         .collect()
         .await;
-    results.iter().any(|r| r.is_err())
+    unreachable.into_iter().any(|u| u)
+}
+
+/// Writes `batch` in one transaction. A failed guard (one of its partitions changed since the
+/// pass read it, or the term no longer leads) writes each change alone, so that the rest land;
+/// a change whose own guard failed is decided again from the events that changed it. Returns
+/// whether the metastore could not be reached.
+async fn write_batch(client: &Client, term: u64, batch: Vec<PartitionWrite>) -> bool {
+    let write = |ws: &[PartitionWrite]| {
+        // A completed state carries no record: one put writes the move's end.
+        let (guards, ops) = ws
+            .iter()
+            .map(|w| {
+                let c = reassign_admin::change(&w.topic, w.partition, w.revision, &w.state);
+                (c.guard, c.op)
+            })
+            .unzip();
+        let changed = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "a partition changed");
+        async move {
+            Runner::new(client, "partition changes", changed)
+                .fenced(term)
+                .write(Plan::write(guards, ops, ()))
+                .await
+        }
+    };
+    let done = |ws: &[PartitionWrite]| {
+        for w in ws {
+            tracing::info!(topic = w.topic, partition = w.partition, leader = w.state.leader, isr = ?w.state.isr, completes = w.completes, "partition changed");
+        }
+    };
+    match write(&batch).await {
+        Ok(Ok(())) => done(&batch),
+        Err(_) => return true,
+        Ok(Err(_)) if batch.len() == 1 => {}
+        Ok(Err(_)) => {
+            for w in batch.chunks(1) {
+                match write(w).await {
+                    Ok(Ok(())) => done(w),
+                    Ok(Err(_)) => {}
+                    Err(_) => return true,
+                }
+            }
+        }
+    }
+    false
 }
 
 /// One pass's decision: the writes, and whether auto-remove throttles must be looked at.
