@@ -176,6 +176,20 @@ impl Cluster {
         panic!("no leader within 30 s");
     }
 
+    /// The index of the leader once every running node follows it (a cluster just formed can
+    /// still change leaders while its founding nodes' first elections settle).
+    pub async fn wait_settled_leader(&self) -> usize {
+        for _ in 0..600 {
+            let leader = self.wait_leader().await;
+            let id = self.nodes[leader].as_ref().map(|n| n.id);
+            if (0..self.nodes.len()).all(|i| self.nodes[i].is_none() || self.leader_seen_by(i) == id) {
+                return leader;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no leader followed by every node within 30 s");
+    }
+
     /// Whether node `i` is running and in the leader state now.
     pub fn leads(&self, i: usize) -> bool {
         self.nodes[i]

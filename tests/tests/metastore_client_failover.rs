@@ -11,7 +11,7 @@ use tests::Cluster;
 async fn a_call_pausing_after_its_leader_died_goes_to_the_new_leader_once_elected() {
     tests::init_logging();
     let mut c = Cluster::start(3).await;
-    let leader = c.wait_leader().await;
+    let leader = c.wait_settled_leader().await;
     let old_id = c.nodes[leader].as_ref().map(|n| n.id).expect("the leader runs");
     let follower = (leader + 1) % 3;
     // A backoff far longer than the test may take: only the new leader can end the pause.

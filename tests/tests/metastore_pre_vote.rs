@@ -16,7 +16,7 @@ fn term_and_vote(c: &Cluster, i: usize) -> (u64, Option<u64>) {
 async fn a_node_left_without_a_majority_keeps_its_term() {
     tests::init_logging();
     let mut c = Cluster::start(3).await;
-    let leader = c.wait_leader().await;
+    let leader = c.wait_settled_leader().await;
     let alone = (leader + 1) % 3;
     let before = term_and_vote(&c, alone);
     c.stop(leader).await;
