@@ -21,7 +21,6 @@ pub mod node;
 pub mod node_core;
 pub mod node_id;
 pub mod peers;
-pub mod pre_vote;
 pub mod proposer;
 pub mod raft_lane;
 pub mod read_index;

@@ -45,10 +45,9 @@ pub struct RaftTuning {
 }
 
 impl Default for RaftTuning {
-    /// A follower's election watch calls an election once it has heard nothing for the leader
-    /// lease (openraft makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms
-    /// here, plus at most one 50 ms tick and a pre-vote round trip, so a dead leader is replaced
-    /// within about 0.9 s.
+    /// A follower calls an election once it has heard nothing for the leader lease (openraft
+    /// makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms here, plus at
+    /// most one tick (1.5 heartbeats), so a dead leader is replaced within about 0.95 s.
     /// openraft gives every append, the follower's fsync included, one heartbeat interval to
     /// finish: at 50 ms, appends of big transactions timed out and were sent again on a busy
     /// machine, so the heartbeat stays at 100 ms.
@@ -215,9 +214,6 @@ fn raft_config(t: &RaftTuning) -> Result<Config, NodeError> {
         max_in_snapshot_log_to_keep: t.keep_behind_snapshot,
         snapshot_max_chunk_size: 4 << 20,
         max_payload_entries: 1000,
-        // Every election is called by the election watch after a pre-vote (pre_vote.rs):
-        // openraft's own timer would raise the term of a node cut off from its peers.
-        enable_elect: false,
         ..Default::default()
     };
     c.validate().map_err(|e| NodeError::Config(e.to_string()))
@@ -228,8 +224,6 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     check_config(&cfg)?;
     let config = Arc::new(raft_config(&cfg.raft)?);
     let (log_store, sm) = open_storage(&cfg)?;
-    // Raft's pre-vote reads the log's last entry; openraft's lease is the longest timeout.
-    let voter = crate::pre_vote::Voter::new(log_store.clone(), Duration::from_millis(cfg.raft.election_max_ms));
     let shared = sm.shared.clone();
     let bind_err = |source| NodeError::Listen {
         addr: cfg.listen,
@@ -278,18 +272,23 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let accept = raft_thread
         .handle()
         .spawn(raft_lane::route(listener, client_conns, raft_conns));
-    serve_raft_lane(raft_thread.handle(), &core, &voter, raft_rx);
-    let server = serve(client_rx, &core, &voter, cfg.extra_services.clone(), shutdown_rx).await?;
+    serve_raft_lane(raft_thread.handle(), &core, raft_rx);
+    let server = serve(client_rx, &core, cfg.extra_services.clone(), shutdown_rx).await?;
     if !cfg.join && !cfg.peers.is_empty() {
         initialize(&raft, &cfg.peers).await?;
     }
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
-    let timing = crate::election_watch::Timing::from_raft(cfg.raft.election_min_ms, cfg.raft.election_max_ms);
+    crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
+    let timing = crate::election_watch::Timing::from_raft(
+        cfg.raft.heartbeat_ms,
+        cfg.raft.election_min_ms,
+        cfg.raft.election_max_ms,
+    );
     let (watched, peers) = (raft.clone(), core.peers.clone());
     // On the Raft thread: a node busy serving clients must still notice a silent leader.
     raft_thread
         .handle()
-        .spawn(async move { crate::election_watch::start(watched, peers, voter, timing) });
+        .spawn(async move { crate::election_watch::start(watched, peers, timing) });
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -336,13 +335,8 @@ fn open_storage(cfg: &NodeConfig) -> Result<(LogStore, StateMachine), NodeError>
 }
 
 /// Serves the Raft service on the Raft thread, to the peers' Raft-lane connections.
-fn serve_raft_lane(
-    rt: &tokio::runtime::Handle,
-    core: &Arc<NodeCore>,
-    voter: &crate::pre_vote::Voter,
-    conns: mpsc::Receiver<std::net::TcpStream>,
-) {
-    let raft_svc = raft_service(core, voter);
+fn serve_raft_lane(rt: &tokio::runtime::Handle, core: &Arc<NodeCore>, conns: mpsc::Receiver<std::net::TcpStream>) {
+    let raft_svc = raft_service(core);
     rt.spawn(async move {
         // Registered with the Raft thread's reactor here, where the server polls them.
         let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
@@ -359,13 +353,12 @@ fn serve_raft_lane(
 }
 
 /// The internal Raft service of `core`'s node.
-fn raft_service(core: &Arc<NodeCore>, voter: &crate::pre_vote::Voter) -> RaftServer<RaftService> {
+fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
     RaftServer::new(RaftService::new(
         core.raft.clone(),
         core.read_index.clone(),
         core.proposer.clone(),
         core.peers.clone(),
-        voter.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)
     .max_encoding_message_size(MAX_MESSAGE)
@@ -376,7 +369,6 @@ fn raft_service(core: &Arc<NodeCore>, voter: &crate::pre_vote::Voter) -> RaftSer
 async fn serve(
     conns: mpsc::Receiver<std::net::TcpStream>,
     core: &Arc<NodeCore>,
-    voter: &crate::pre_vote::Voter,
     extra: Option<tonic::service::Routes>,
     shutdown: oneshot::Receiver<()>,
 ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
@@ -395,7 +387,7 @@ async fn serve(
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let raft_svc = raft_service(core, voter);
+    let raft_svc = raft_service(core);
     // The accept loop sets TCP_NODELAY: without it, Nagle and delayed ACKs add 40 ms to small
     // request/response exchanges.
     let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
