@@ -256,12 +256,13 @@ impl Client {
     /// killed, a call is answered right after the election, not up to a backoff later.
     async fn pause(&self, local: Option<&LocalNode>, leader_before: Option<u64>, backoff: Duration) -> Duration {
         let (first, max) = self.inner.backoff;
+        let next = (backoff * 2).min(max);
         let Some(local) = local else {
             tokio::time::sleep(backoff).await;
-            return (backoff * 2).min(max);
+            return next;
         };
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => (backoff * 2).min(max),
+            _ = tokio::time::sleep(backoff) => next,
             addr = local.new_leader(leader_before) => {
                 if let Some(j) = self.inner.endpoints.iter().position(|e| *e == addr) {
                     self.inner.current.store(j, Ordering::Relaxed);

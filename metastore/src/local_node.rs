@@ -1,7 +1,9 @@
 //! This process's own metastore node, as a client in the same process sees it: called directly
 //! while it leads, and watched for leader changes while a call waits to be tried again.
 
-use crate::types::{NodeId, Raft};
+use crate::types::{Node, NodeId, Raft};
+
+type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
 
 /// This process's own metastore node. While it leads, a client in the same process calls its
 /// service directly: a large transaction (a 100,000-partition reassignment is tens of MB) is then
@@ -30,13 +32,7 @@ impl LocalNode {
 
     /// The leader's address when another node leads.
     pub(crate) fn remote_leader(&self) -> Option<String> {
-        let m = self.raft.metrics();
-        let m = m.borrow();
-        let leader = m.current_leader.filter(|l| *l != self.id)?;
-        m.membership_config
-            .membership()
-            .get_node(&leader)
-            .map(|n| n.addr.clone())
+        leader_addr(&self.raft.metrics().borrow(), Some(self.id))
     }
 
     /// The address of the leader once this node knows of one other than `from`: a call that
@@ -45,19 +41,23 @@ impl LocalNode {
     pub(crate) async fn new_leader(&self, from: Option<NodeId>) -> String {
         let mut m = self.raft.metrics();
         loop {
-            {
-                let now = m.borrow_and_update();
-                if let Some(l) = now.current_leader.filter(|l| Some(*l) != from) {
-                    if let Some(n) = now.membership_config.membership().get_node(&l) {
-                        return n.addr.clone();
-                    }
-                }
+            if let Some(addr) = leader_addr(&m.borrow_and_update(), from) {
+                return addr;
             }
             if m.changed().await.is_err() {
                 std::future::pending::<()>().await;
             }
         }
     }
+}
+
+/// The address of the leader `m` knows of, unless it is `except`.
+fn leader_addr(m: &RaftMetrics, except: Option<NodeId>) -> Option<String> {
+    let leader = m.current_leader.filter(|l| Some(*l) != except)?;
+    m.membership_config
+        .membership()
+        .get_node(&leader)
+        .map(|n| n.addr.clone())
 }
 
 /// A request from this process to its own node: it may touch internal keys.

@@ -39,8 +39,9 @@ pub async fn create_topic(
     }
 }
 
-/// The stored state of a partition, if the topic exists.
-pub async fn partition_state(c: &ClusterClient, topic: &str, partition: u32) -> Option<PartitionState> {
+/// The stored state of every partition of a topic, in partition order; `None` when the topic
+/// cannot be described.
+pub async fn partition_states(c: &ClusterClient, topic: &str) -> Option<Vec<(u32, PartitionState)>> {
     let req = DescribeTopicsRequest {
         topics: vec![topic.into()],
     };
@@ -51,13 +52,25 @@ pub async fn partition_state(c: &ClusterClient, topic: &str, partition: u32) -> 
         })
         .await
         .ok()?;
-    r.topics
+    let mut ps: Vec<(u32, PartitionState)> = r
+        .topics
         .into_iter()
         .next()?
         .partitions
         .into_iter()
-        .find(|p| p.partition == partition)?
-        .state
+        .filter_map(|p| Some((p.partition, p.state?)))
+        .collect();
+    ps.sort_by_key(|(p, _)| *p);
+    Some(ps)
+}
+
+/// The stored state of a partition, if the topic exists.
+pub async fn partition_state(c: &ClusterClient, topic: &str, partition: u32) -> Option<PartitionState> {
+    partition_states(c, topic)
+        .await?
+        .into_iter()
+        .find(|(p, _)| *p == partition)
+        .map(|(_, s)| s)
 }
 
 /// Whether the partition's ISR holds exactly these brokers (any order) and it has a leader.

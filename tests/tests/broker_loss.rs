@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use broker::ClusterClient;
 use prost::Message;
-use proto::ferry::{BrokerRegistration, CreateTopicsRequest, DescribeTopicsRequest, NewTopic, Replicas};
+use proto::ferry::{BrokerRegistration, CreateTopicsRequest, NewTopic, Replicas};
 use tests::{wait_until, ProcNode};
 
 const TOPIC: &str = "many";
@@ -18,27 +18,12 @@ const PARTITIONS: u32 = 600;
 
 /// The (leader, ISR) of every partition of [`TOPIC`], in partition order.
 async fn leaders(c: &ClusterClient) -> Vec<(i32, Vec<i32>)> {
-    let req = DescribeTopicsRequest {
-        topics: vec![TOPIC.into()],
-    };
-    let r = c
-        .admin_call(|mut a| {
-            let req = req.clone();
-            async move { a.describe_topics(req).await }
-        })
+    tests::data::partition_states(c, TOPIC)
         .await
-        .expect("admin reachable");
-    let mut ps: Vec<_> = r
-        .topics
+        .expect("the topic can be described")
         .into_iter()
-        .flat_map(|t| t.partitions)
-        .map(|p| {
-            let s = p.state.unwrap_or_default();
-            (p.partition, (s.leader, s.isr))
-        })
-        .collect();
-    ps.sort_by_key(|(p, _)| *p);
-    ps.into_iter().map(|(_, s)| s).collect()
+        .map(|(_, s)| (s.leader, s.isr))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
