@@ -166,35 +166,6 @@ pub fn may_campaign(knows_credential: bool, since_refused: Option<Duration>) -> 
     knows_credential || since_refused.is_none_or(|d| d >= REFUSAL_HOLD)
 }
 
-/// How often the election gate looks at the credential's state.
-const GATE_TICK: Duration = Duration::from_millis(100);
-
-/// Starts the task that turns `raft`'s elections off while [`PeerCredential::may_campaign`]
-/// says no. A node that knows the credential never forgets it, so the task ends once it does
-/// (with elections on), or when `raft` shuts down.
-pub fn start_election_gate(raft: Raft, credential: PeerCredential) {
-    tokio::spawn(async move {
-        let mut allowed = true;
-        let metrics = raft.metrics();
-        loop {
-            let now = credential.may_campaign();
-            if now != allowed {
-                allowed = now;
-                tracing::info!(
-                    allowed,
-                    "elections by this node (it had not learned the cluster credential)"
-                );
-                raft.runtime_config().elect(allowed);
-            }
-            let known = credential.token.read().is_some();
-            if (known && allowed) || metrics.has_changed().is_err() {
-                return;
-            }
-            tokio::time::sleep(GATE_TICK).await;
-        }
-    });
-}
-
 impl tonic::service::Interceptor for PeerCredential {
     /// Adds the credential, once known, to a call to a peer.
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {

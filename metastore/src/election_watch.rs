@@ -1,16 +1,13 @@
-//! Calls an election when openraft would wait too long for one.
-//!
-//! openraft 0.9 adds twice the maximum election timeout to a follower's wait once one of its
-//! elections met a voter with a longer log, and clears that mark only when the follower next
-//! campaigns. A mark left by an earlier election therefore delays every later failover: with
-//! both survivors marked, a paused leader was not replaced for 4.7 s in the fault suite (its
-//! timeouts), until it came back; 1.6 s with the defaults.
+//! Calls every election of its node, after a pre-vote ([`crate::pre_vote`]); openraft's own
+//! election timer is off.
 //!
 //! The watch asks for an election once a voter has heard from no leader or candidate for the
-//! lease plus the longest election timeout plus a heartbeat (when an unmarked follower would have
-//! campaigned already), plus a random part of the timeout's spread, and only while it knows no peer
-//! with a longer log than its own now. Without the random part, two marked followers that last
-//! heard the same leader campaigned together in the same term at every round and split the vote.
+//! lease plus a random election timeout (openraft's own timing), and only once a majority would
+//! vote for it (a pre-vote, which also keeps a node with a shorter log from campaigning). Without the
+//! random part, two followers that last heard the same leader campaigned together in the same
+//! term and split the vote. It began as a backstop: openraft 0.9 adds twice the maximum
+//! election timeout to a follower's wait once one of its elections met a voter with a longer
+//! log, which left a paused leader unreplaced for 4.7 s in the fault suite.
 //!
 //! [`Watch`] decides; [`start`] drives it from the node's Raft metrics and the Raft service's
 //! record of the last leader or candidate it heard ([`Heard`]).
@@ -23,64 +20,33 @@ use openraft::ServerState;
 use crate::peers::Peers;
 use crate::types::Raft;
 
-/// What the Raft service and the node's vote calls learn for the watch: when this node last heard
-/// from a leader it follows or a candidate it voted for, and the longest log a peer has shown it
-/// since it last took a leader's entries.
+/// What the Raft service learns for the watch and for pre-votes: when this node last heard from
+/// a leader it follows or a candidate it voted for. (A node whose log is shorter than a peer's
+/// is kept from campaigning by the pre-vote, which compares logs.)
 #[derive(Clone, Debug)]
-pub struct Heard(Arc<parking_lot::Mutex<HeardState>>);
-
-#[derive(Debug)]
-struct HeardState {
-    at: Instant,
-    longest_peer_log: u64,
-}
+pub struct Heard(Arc<parking_lot::Mutex<Instant>>);
 
 impl Default for Heard {
     fn default() -> Self {
-        Self(Arc::new(parking_lot::Mutex::new(HeardState {
-            at: Instant::now(),
-            longest_peer_log: 0,
-        })))
+        Self(Arc::new(parking_lot::Mutex::new(Instant::now())))
     }
 }
 
 impl Heard {
     /// Records contact now: a candidate it voted for.
     pub fn touch(&self) {
-        self.0.lock().at = Instant::now();
+        *self.0.lock() = Instant::now();
     }
 
-    /// Records a leader's entries taken now: this node's log now matches the leader's, so logs
-    /// that peers showed it before no longer tell whether it is behind.
+    /// Records a leader's entries taken now.
     pub fn followed(&self) {
-        let mut s = self.0.lock();
-        s.at = Instant::now();
-        s.longest_peer_log = 0;
-    }
-
-    /// Records the last log index a peer showed (a candidate in its request, a voter in its
-    /// answer).
-    pub fn peer_log(&self, index: Option<u64>) {
-        let mut s = self.0.lock();
-        s.longest_peer_log = s.longest_peer_log.max(index.unwrap_or(0));
+        self.touch();
     }
 
     /// The last contact.
     pub fn at(&self) -> Instant {
-        self.0.lock().at
+        *self.0.lock()
     }
-
-    /// The longest log a peer showed since this node last took a leader's entries.
-    pub fn longest_peer_log(&self) -> u64 {
-        self.0.lock().longest_peer_log
-    }
-}
-
-/// Whether a node whose log ends at `own` knows a peer whose log is longer: it cannot win an
-/// election, and its campaigns would only raise the term under the peer that can (openraft's own
-/// delay for such a node, but judged against its log now rather than when it last campaigned).
-pub fn behind(own: Option<u64>, longest_peer_log: u64) -> bool {
-    own.unwrap_or(0) < longest_peer_log
 }
 
 /// The watch's timing.
@@ -92,20 +58,24 @@ pub struct Timing {
     pub spread: Duration,
     /// A longer gap between two ticks means the process was paused or starved.
     pub max_gap: Duration,
+    /// How long a pre-vote waits for each peer's answer.
+    pub ask: Duration,
 }
 
 /// How often the driver ticks.
 const TICK: Duration = Duration::from_millis(50);
 
 impl Timing {
-    /// From openraft's settings: the lease (openraft makes it the longest election timeout),
-    /// plus the longest election timeout, plus one heartbeat for openraft's coarse tick.
-    /// The random part spans the election timeout's range, as openraft's own draw does.
-    pub fn from_raft(heartbeat_ms: u64, election_min_ms: u64, election_max_ms: u64) -> Self {
+    /// From openraft's settings, openraft's own election timing: the lease (openraft makes it
+    /// the longest election timeout) plus a random election timeout. The watch calls every
+    /// election (openraft's timer is off, see [`crate::pre_vote`]), so it waits no longer than
+    /// openraft would have.
+    pub fn from_raft(election_min_ms: u64, election_max_ms: u64) -> Self {
         Self {
-            quiet: Duration::from_millis(2 * election_max_ms + heartbeat_ms),
+            quiet: Duration::from_millis(election_max_ms + election_min_ms),
             spread: Duration::from_millis(election_max_ms.saturating_sub(election_min_ms)),
             max_gap: 4 * TICK,
+            ask: Duration::from_millis(election_min_ms),
         }
     }
 
@@ -132,6 +102,11 @@ impl Watch {
             last_tick: now,
             wait,
         }
+    }
+
+    /// Time spent at `now` asking for pre-votes is not a pause of the process.
+    pub fn resume(&mut self, now: Instant) {
+        self.last_tick = now;
     }
 
     /// The silence the next round waits for (a fresh draw of [`Timing::wait`]).
@@ -166,9 +141,10 @@ impl Watch {
 
 /// Starts the watch of `raft` on the current runtime (the Raft thread's, which a busy node
 /// leaves free), fed by what the Raft traffic of `peers` heard. Ends when Raft shuts down.
-pub fn start(raft: Raft, peers: Peers, timing: Timing) {
+pub fn start(raft: Raft, peers: Peers, voter: crate::pre_vote::Voter, timing: Timing) {
     tokio::spawn(async move {
         let (heard, credential) = (peers.heard(), peers.credential());
+        let lane = peers.raft_lane();
         let mut metrics = raft.metrics();
         let mut watch = Watch::new(Instant::now(), timing.wait(rand::random()));
         let mut vote = metrics.borrow().vote;
@@ -195,15 +171,31 @@ pub fn start(raft: Raft, peers: Peers, timing: Timing) {
                 matches!(m.state, ServerState::Follower | ServerState::Candidate)
                     && m.membership_config.membership().voter_ids().any(|v| v == m.id)
                     && credential.may_campaign()
-                    && !behind(m.last_log_index, heard.longest_peer_log())
             };
             watch.heard(heard.at());
             if watch.tick(now, eligible, &timing) {
+                watch.set_wait(timing.wait(rand::random()));
+                let (id, addrs, voters) = {
+                    let m = metrics.borrow();
+                    let membership = m.membership_config.membership();
+                    let voters: Vec<_> = membership.voter_ids().collect();
+                    let addrs: Vec<String> = voters
+                        .iter()
+                        .filter(|v| **v != m.id)
+                        .filter_map(|v| membership.get_node(v).map(|n| n.addr.clone()))
+                        .collect();
+                    (m.id, addrs, voters.len())
+                };
+                let granted = voter.ask(&lane, id, &addrs, voters, timing.ask).await;
+                watch.resume(Instant::now());
+                if !granted {
+                    tracing::debug!("no majority would vote for this node: not campaigning");
+                    continue;
+                }
                 tracing::info!(
                     quiet_ms = watch.wait.as_millis() as u64,
-                    "no leader heard from: calling an election"
+                    "no leader heard from and a majority would vote: calling an election"
                 );
-                watch.set_wait(timing.wait(rand::random()));
                 if raft.trigger().elect().await.is_err() {
                     return;
                 }
@@ -216,8 +208,15 @@ pub fn start(raft: Raft, peers: Peers, timing: Timing) {
 mod tests {
     use super::*;
 
+    /// A watch's timing with a 900 ms quiet time and a 200 ms spread (round numbers for the
+    /// decision tests; `from_raft` is checked on its own).
     fn timing() -> Timing {
-        Timing::from_raft(100, 200, 400)
+        Timing {
+            quiet: Duration::from_millis(900),
+            spread: Duration::from_millis(200),
+            max_gap: 4 * TICK,
+            ask: Duration::from_millis(200),
+        }
     }
 
     /// A watch that waits the least quiet time every round.
@@ -234,13 +233,14 @@ mod tests {
     }
 
     #[test]
-    fn quiet_is_the_lease_plus_the_longest_timeout_plus_a_heartbeat_plus_a_random_spread() {
-        let t = timing();
-        assert_eq!(t.quiet, Duration::from_millis(900));
-        assert_eq!(t.wait(0.0), Duration::from_millis(900));
-        assert_eq!(t.wait(0.5), Duration::from_millis(1000));
-        assert_eq!(t.wait(1.0), Duration::from_millis(1100));
-        assert_eq!(t.wait(7.0), Duration::from_millis(1100));
+    fn the_wait_is_openrafts_the_lease_plus_a_random_election_timeout() {
+        let t = Timing::from_raft(200, 400);
+        assert_eq!(t.quiet, Duration::from_millis(600));
+        assert_eq!(t.wait(0.0), Duration::from_millis(600));
+        assert_eq!(t.wait(0.5), Duration::from_millis(700));
+        assert_eq!(t.wait(1.0), Duration::from_millis(800));
+        assert_eq!(t.wait(7.0), Duration::from_millis(800));
+        assert_eq!(t.ask, Duration::from_millis(200));
     }
 
     #[test]
@@ -254,20 +254,14 @@ mod tests {
     }
 
     #[test]
-    fn a_node_is_behind_only_while_a_peer_showed_a_longer_log() {
-        assert!(behind(Some(10), 11));
-        assert!(behind(None, 1));
-        assert!(!behind(Some(11), 11));
-        assert!(!behind(None, 0));
+    fn contact_moves_the_heard_time_forward() {
         let heard = Heard::default();
-        heard.peer_log(Some(20));
-        heard.peer_log(Some(5));
-        heard.peer_log(None);
-        assert_eq!(heard.longest_peer_log(), 20);
+        let before = heard.at();
         heard.touch();
-        assert_eq!(heard.longest_peer_log(), 20);
+        assert!(heard.at() >= before);
+        let touched = heard.at();
         heard.followed();
-        assert_eq!(heard.longest_peer_log(), 0);
+        assert!(heard.at() >= touched);
     }
 
     #[test]

@@ -1,9 +1,8 @@
 //! This process's own metastore node, as a client in the same process sees it: called directly
 //! while it leads, and watched for leader changes while a call waits to be tried again.
 
-use crate::types::{Node, NodeId, Raft};
-
-type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
+use crate::leader_view::LeaderView;
+use crate::types::NodeId;
 
 /// This process's own metastore node. While it leads, a client in the same process calls its
 /// service directly: a large transaction (a 100,000-partition reassignment is tens of MB) is then
@@ -11,53 +10,35 @@ type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
 #[derive(Clone)]
 pub struct LocalNode {
     pub(crate) service: crate::service::MetastoreService,
-    raft: Raft,
-    id: NodeId,
+    view: LeaderView,
 }
 
 impl LocalNode {
-    /// The node `id` served by `service` and replicated by `raft`.
-    pub fn new(service: crate::service::MetastoreService, raft: Raft, id: NodeId) -> Self {
-        Self { service, raft, id }
+    /// The node served by `service`, whose leader is as `view` sees it.
+    pub fn new(service: crate::service::MetastoreService, view: LeaderView) -> Self {
+        Self { service, view }
     }
 
     pub(crate) fn leads(&self) -> bool {
-        self.leader() == Some(self.id)
+        self.view.leads()
     }
 
     /// The leader this node knows of.
     pub(crate) fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
+        self.view.leader()
     }
 
     /// The leader's address when another node leads.
     pub(crate) fn remote_leader(&self) -> Option<String> {
-        leader_addr(&self.raft.metrics().borrow(), Some(self.id))
+        self.view.remote_leader()
     }
 
     /// The address of the leader once this node knows of one other than `from`: a call that
     /// failed while `from` led (a killed leader) can be tried again at once, on the new leader,
     /// rather than after its backoff. Never returns once Raft has stopped.
     pub(crate) async fn new_leader(&self, from: Option<NodeId>) -> String {
-        let mut m = self.raft.metrics();
-        loop {
-            if let Some(addr) = leader_addr(&m.borrow_and_update(), from) {
-                return addr;
-            }
-            if m.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
+        self.view.wait_leader(from).await.1
     }
-}
-
-/// The address of the leader `m` knows of, unless it is `except`.
-fn leader_addr(m: &RaftMetrics, except: Option<NodeId>) -> Option<String> {
-    let leader = m.current_leader.filter(|l| Some(*l) != except)?;
-    m.membership_config
-        .membership()
-        .get_node(&leader)
-        .map(|n| n.addr.clone())
 }
 
 /// A request from this process to its own node: it may touch internal keys.

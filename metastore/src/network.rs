@@ -11,13 +11,14 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use proto::raft::{RaftPayload, ReadIndexRequest, ReadIndexResponse};
+use proto::raft::{PreVoteRequest, PreVoteResponse, RaftPayload, ReadIndexRequest, ReadIndexResponse};
 use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
 use crate::log_store::REPLICATION_BATCH_BYTES;
 use crate::peers::Peers;
+use crate::pre_vote::Voter;
 use crate::proposer::Proposer;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
@@ -145,11 +146,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Node, RaftError<NodeId>>> {
-        let res: Result<VoteResponse<NodeId>, _> = self.call(Rpc::Vote, codec::encode(&rpc), &option).await;
-        if let Ok(r) = &res {
-            self.peers.heard().peer_log(r.last_log_id.map(|l| l.index));
-        }
-        res
+        self.call(Rpc::Vote, codec::encode(&rpc), &option).await
     }
 }
 
@@ -159,18 +156,20 @@ pub struct RaftService {
     read_index: ReadIndex,
     proposer: Proposer,
     peers: Peers,
+    voter: Voter,
 }
 
 impl RaftService {
     /// Serves `raft`, the leader's read index and followers' forwarded proposals to the peers
     /// that give the credential of `peers`, telling its election watch each leader or candidate
     /// it accepts.
-    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, peers: Peers) -> Self {
+    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, peers: Peers, voter: Voter) -> Self {
         Self {
             raft,
             read_index,
             proposer,
             peers,
+            voter,
         }
     }
 
@@ -204,7 +203,6 @@ impl proto::raft::raft_server::Raft for RaftService {
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
-        self.peers.heard().peer_log(rpc.last_log_id.map(|l| l.index));
         let res = self.raft.vote(rpc).await;
         if matches!(&res, Ok(r) if r.vote_granted) {
             self.peers.heard().touch();
@@ -220,6 +218,13 @@ impl proto::raft::raft_server::Raft for RaftService {
             self.peers.heard().followed();
         }
         reply(&res)
+    }
+
+    async fn pre_vote(&self, req: Request<PreVoteRequest>) -> Result<Response<PreVoteResponse>, Status> {
+        self.peers.credential().check(&req)?;
+        let leads = self.raft.metrics().borrow().state == openraft::ServerState::Leader;
+        let since = self.peers.heard().at().elapsed();
+        Ok(Response::new(self.voter.answer(req.get_ref(), leads, since).await))
     }
 
     async fn read_index(&self, req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {

@@ -45,9 +45,10 @@ pub struct RaftTuning {
 }
 
 impl Default for RaftTuning {
-    /// A follower calls an election once it has heard nothing for the leader lease (openraft
-    /// makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms here, plus at
-    /// most one tick (1.5 heartbeats), so a dead leader is replaced within about 0.95 s.
+    /// A follower's election watch calls an election once it has heard nothing for the leader
+    /// lease (openraft makes it `election_max_ms`) plus a random election timeout: 600 to 800 ms
+    /// here, plus at most one 50 ms tick and a pre-vote round trip, so a dead leader is replaced
+    /// within about 0.9 s.
     /// openraft gives every append, the follower's fsync included, one heartbeat interval to
     /// finish: at 50 ms, appends of big transactions timed out and were sent again on a busy
     /// machine, so the heartbeat stays at 100 ms.
@@ -171,9 +172,13 @@ impl NodeHandle {
     pub fn local(&self) -> crate::client::LocalNode {
         crate::client::LocalNode::new(
             crate::service::MetastoreService::new(self.core.clone()),
-            self.raft.clone(),
-            self.id,
+            self.core.leader.clone(),
         )
+    }
+
+    /// The leader this node knows of (see [`crate::leader_view`]).
+    pub fn known_leader(&self) -> Option<NodeId> {
+        self.core.leader.leader()
     }
 
     /// The cluster credential, once the cluster has one (the first leader creates it).
@@ -214,6 +219,9 @@ fn raft_config(t: &RaftTuning) -> Result<Config, NodeError> {
         max_in_snapshot_log_to_keep: t.keep_behind_snapshot,
         snapshot_max_chunk_size: 4 << 20,
         max_payload_entries: 1000,
+        // Every election is called by the election watch after a pre-vote (pre_vote.rs):
+        // openraft's own timer would raise the term of a node cut off from its peers.
+        enable_elect: false,
         ..Default::default()
     };
     c.validate().map_err(|e| NodeError::Config(e.to_string()))
@@ -224,6 +232,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     check_config(&cfg)?;
     let config = Arc::new(raft_config(&cfg.raft)?);
     let (log_store, sm) = open_storage(&cfg)?;
+    // Raft's pre-vote reads the log's last entry; openraft's lease is the longest timeout.
+    let voter = crate::pre_vote::Voter::new(log_store.clone(), Duration::from_millis(cfg.raft.election_max_ms));
     let shared = sm.shared.clone();
     let bind_err = |source| NodeError::Listen {
         addr: cfg.listen,
@@ -234,6 +244,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
 
     // One channel cache: Raft replication and the node's own forwarding share connections.
     let peers = Peers::default();
+    let timing = crate::election_watch::Timing::from_raft(cfg.raft.election_min_ms, cfg.raft.election_max_ms);
     let credential_file = cfg.data_dir.join(crate::credential::CREDENTIAL_FILE);
     peers.credential().load(&credential_file);
     let id = cfg.id;
@@ -263,6 +274,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
             limits: cfg.limits.clone(),
             deadlines: cfg.raft.deadlines(),
             clock: cfg.clock.clone(),
+            forget_leader_after: timing.quiet,
         },
     ));
     let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
@@ -272,23 +284,17 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let accept = raft_thread
         .handle()
         .spawn(raft_lane::route(listener, client_conns, raft_conns));
-    serve_raft_lane(raft_thread.handle(), &core, raft_rx);
-    let server = serve(client_rx, &core, cfg.extra_services.clone(), shutdown_rx).await?;
+    serve_raft_lane(raft_thread.handle(), &core, &voter, raft_rx);
+    let server = serve(client_rx, &core, &voter, cfg.extra_services.clone(), shutdown_rx).await?;
     if !cfg.join && !cfg.peers.is_empty() {
         initialize(&raft, &cfg.peers).await?;
     }
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
-    crate::credential::start_election_gate(raft.clone(), core.peers.credential().clone());
-    let timing = crate::election_watch::Timing::from_raft(
-        cfg.raft.heartbeat_ms,
-        cfg.raft.election_min_ms,
-        cfg.raft.election_max_ms,
-    );
     let (watched, peers) = (raft.clone(), core.peers.clone());
     // On the Raft thread: a node busy serving clients must still notice a silent leader.
     raft_thread
         .handle()
-        .spawn(async move { crate::election_watch::start(watched, peers, timing) });
+        .spawn(async move { crate::election_watch::start(watched, peers, voter, timing) });
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -335,8 +341,13 @@ fn open_storage(cfg: &NodeConfig) -> Result<(LogStore, StateMachine), NodeError>
 }
 
 /// Serves the Raft service on the Raft thread, to the peers' Raft-lane connections.
-fn serve_raft_lane(rt: &tokio::runtime::Handle, core: &Arc<NodeCore>, conns: mpsc::Receiver<std::net::TcpStream>) {
-    let raft_svc = raft_service(core);
+fn serve_raft_lane(
+    rt: &tokio::runtime::Handle,
+    core: &Arc<NodeCore>,
+    voter: &crate::pre_vote::Voter,
+    conns: mpsc::Receiver<std::net::TcpStream>,
+) {
+    let raft_svc = raft_service(core, voter);
     rt.spawn(async move {
         // Registered with the Raft thread's reactor here, where the server polls them.
         let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
@@ -353,12 +364,13 @@ fn serve_raft_lane(rt: &tokio::runtime::Handle, core: &Arc<NodeCore>, conns: mps
 }
 
 /// The internal Raft service of `core`'s node.
-fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
+fn raft_service(core: &Arc<NodeCore>, voter: &crate::pre_vote::Voter) -> RaftServer<RaftService> {
     RaftServer::new(RaftService::new(
         core.raft.clone(),
         core.read_index.clone(),
         core.proposer.clone(),
         core.peers.clone(),
+        voter.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)
     .max_encoding_message_size(MAX_MESSAGE)
@@ -369,6 +381,7 @@ fn raft_service(core: &Arc<NodeCore>) -> RaftServer<RaftService> {
 async fn serve(
     conns: mpsc::Receiver<std::net::TcpStream>,
     core: &Arc<NodeCore>,
+    voter: &crate::pre_vote::Voter,
     extra: Option<tonic::service::Routes>,
     shutdown: oneshot::Receiver<()>,
 ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
@@ -387,7 +400,7 @@ async fn serve(
     let metastore = MetastoreServer::new(MetastoreService::new(core.clone()))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let raft_svc = raft_service(core);
+    let raft_svc = raft_service(core, voter);
     // The accept loop sets TCP_NODELAY: without it, Nagle and delayed ACKs add 40 ms to small
     // request/response exchanges.
     let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);

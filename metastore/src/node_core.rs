@@ -15,6 +15,7 @@ use tonic::transport::Channel;
 use tonic::Status;
 
 use crate::credential;
+use crate::leader_view::LeaderView;
 use crate::lease::LeaseKeeper;
 use crate::peers::Peers;
 use crate::proposer::{ProposeError, Proposer};
@@ -69,6 +70,8 @@ pub struct CoreConfig {
     pub deadlines: Deadlines,
     /// The node's clock.
     pub clock: Clock,
+    /// How long a follower names a leader it no longer hears from ([`LeaderView`]).
+    pub forget_leader_after: Duration,
 }
 
 /// Everything a node's services share.
@@ -89,6 +92,8 @@ pub struct NodeCore {
     pub proposer: Proposer,
     /// Connections to the other nodes.
     pub peers: Peers,
+    /// Who leads, as this node sees it.
+    pub leader: LeaderView,
     /// The node's clock: a staged transaction's age is judged on it.
     pub clock: Clock,
     /// Set when the node stops, so long-lived streams end and clients move on.
@@ -110,10 +115,12 @@ impl NodeCore {
             limits,
             deadlines,
             clock,
+            forget_leader_after,
         } = config;
+        let leader = LeaderView::new(id, raft.clone(), peers.heard().clone(), forget_leader_after);
         let read_index = ReadIndex::start(id, raft.clone(), peers.clone(), deadlines.read_index);
         let proposer = Proposer::start(
-            id,
+            leader.clone(),
             raft.clone(),
             peers.clone(),
             commit_latency,
@@ -132,6 +139,7 @@ impl NodeCore {
             leases,
             proposer,
             peers,
+            leader,
             clock,
             closing: tokio::sync::watch::channel(false).0,
         }
@@ -166,13 +174,12 @@ impl NodeCore {
     /// (a follower that forwarded it) has not applied it yet, so a client can wait for it.
     pub(crate) fn header_after(&self, written: u64) -> pb::ResponseHeader {
         let revision = self.sm.inner.read().revision().max(written);
-        let rx = self.raft.metrics();
-        let m = rx.borrow();
+        let raft_term = self.raft.metrics().borrow().current_term;
         pb::ResponseHeader {
             revision,
             member_id: self.id,
-            leader_id: m.current_leader.unwrap_or(0),
-            raft_term: m.current_term,
+            leader_id: self.leader.leader().unwrap_or(0),
+            raft_term,
         }
     }
 
@@ -193,21 +200,9 @@ impl NodeCore {
 
     /// The leader's address, waiting a while for an election to end.
     pub(crate) async fn leader_addr(&self) -> Option<(NodeId, String)> {
-        let mut rx = self.raft.metrics();
-        let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-        loop {
-            {
-                let m = rx.borrow_and_update();
-                if let Some(l) = m.current_leader {
-                    if let Some(n) = m.membership_config.membership().get_node(&l) {
-                        return Some((l, n.addr.clone()));
-                    }
-                }
-            }
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
-                return None;
-            }
-        }
+        tokio::time::timeout(LEADER_WAIT, self.leader.wait_leader(None))
+            .await
+            .ok()
     }
 
     /// Applies a command through the leader (the proposer forwards from a follower), retrying

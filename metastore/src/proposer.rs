@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::codec;
+use crate::leader_view::LeaderView;
 use crate::peers::Peers;
-use crate::types::{encode_segment, Command, CommandResult, NodeId, Proposal, ProposalResult, Raft};
+use crate::types::{encode_segment, Command, CommandResult, Proposal, ProposalResult, Raft};
 
 /// Most callers' segments in one proposal.
 const MAX_BATCH_SEGMENTS: usize = 4096;
@@ -69,7 +70,7 @@ impl Proposer {
     /// A batch sent to the leader gives up after `forward`, and one proposed here after
     /// `commit`; then it may or may not have applied.
     pub fn start(
-        id: NodeId,
+        view: LeaderView,
         raft: Raft,
         peers: Peers,
         commit_latency: Histogram,
@@ -78,7 +79,7 @@ impl Proposer {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let waits = Waits { forward, commit };
-        tokio::spawn(run(id, raft, peers, commit_latency, waits, rx));
+        tokio::spawn(run(view, raft, peers, commit_latency, waits, rx));
         Self { tx }
     }
 
@@ -164,17 +165,6 @@ async fn still_leads(raft: &Raft, deadline: Duration) -> bool {
     matches!(tokio::time::timeout(deadline, raft.get_read_log_id()).await, Ok(Ok(_)))
 }
 
-/// The leader's address when it is another node.
-fn remote_leader(id: NodeId, raft: &Raft) -> Option<String> {
-    let rx = raft.metrics();
-    let m = rx.borrow();
-    let leader = m.current_leader.filter(|l| *l != id)?;
-    m.membership_config
-        .membership()
-        .get_node(&leader)
-        .map(|n| n.addr.clone())
-}
-
 async fn forward(
     peers: &Peers,
     addr: &str,
@@ -206,8 +196,15 @@ async fn forward(
 
 /// Proposes the batch here when this node leads, or sends it to the leader. Callers whose
 /// commands must not travel again get `NotLeader` on a follower.
-async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogram, waits: Waits, batch: Vec<Pending>) {
-    let leader = remote_leader(id, raft);
+async fn submit(
+    view: &LeaderView,
+    raft: &Raft,
+    peers: &Peers,
+    commit_latency: &Histogram,
+    waits: Waits,
+    batch: Vec<Pending>,
+) {
+    let leader = view.remote_leader();
     let (batch, refused): (Vec<Pending>, Vec<Pending>) =
         batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
     for p in refused {
@@ -252,7 +249,7 @@ async fn submit(id: NodeId, raft: &Raft, peers: &Peers, commit_latency: &Histogr
 }
 
 async fn run(
-    id: NodeId,
+    view: LeaderView,
     raft: Raft,
     peers: Peers,
     commit_latency: Histogram,
@@ -291,11 +288,12 @@ async fn run(
             }
         }
         let raft = raft.clone();
+        let view = view.clone();
         let peers = peers.clone();
         let commit_latency = commit_latency.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            submit(id, &raft, &peers, &commit_latency, waits, batch).await;
+            submit(&view, &raft, &peers, &commit_latency, waits, batch).await;
         });
     }
 }

@@ -199,9 +199,7 @@ impl Cluster {
 
     /// The leader node `i` knows of, if it runs and knows one.
     pub fn leader_seen_by(&self, i: usize) -> Option<u64> {
-        self.nodes[i]
-            .as_ref()
-            .and_then(|n| n.raft.metrics().borrow().current_leader)
+        self.nodes[i].as_ref().and_then(|n| n.known_leader())
     }
 
     /// Stops node `i` (its data stays).
