@@ -194,6 +194,7 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 impl proto::raft::raft_server::Raft for RaftService {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
+        let _taking = self.peers.heard().receiving();
         let res = self.raft.append_entries(rpc).await;
         if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
             self.peers.heard().followed();
@@ -213,6 +214,7 @@ impl proto::raft::raft_server::Raft for RaftService {
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: InstallSnapshotRequest<TypeConfig> = self.decode_rpc(req)?;
         let vote = rpc.vote;
+        let _taking = self.peers.heard().receiving();
         let res = self.raft.install_snapshot(rpc).await;
         if matches!(&res, Ok(r) if r.vote == vote) {
             self.peers.heard().followed();

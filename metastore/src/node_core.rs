@@ -118,7 +118,7 @@ impl NodeCore {
             forget_leader_after,
         } = config;
         let leader = LeaderView::new(id, raft.clone(), peers.heard().clone(), forget_leader_after);
-        let read_index = ReadIndex::start(id, raft.clone(), peers.clone(), deadlines.read_index);
+        let read_index = ReadIndex::start(leader.clone(), raft.clone(), peers.clone(), deadlines.read_index);
         let proposer = Proposer::start(
             leader.clone(),
             raft.clone(),
@@ -272,9 +272,9 @@ impl NodeCore {
             let res = self.try_membership_change(&change).await;
             match res {
                 Ok(()) => return Ok(Ok(())),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                    return match f.leader_node {
-                        Some(n) => Ok(Err(n.addr)),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                    return match self.leader.remote_leader() {
+                        Some(addr) => Ok(Err(addr)),
                         None => Err(Status::unavailable("no leader elected")),
                     }
                 }

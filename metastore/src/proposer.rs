@@ -205,8 +205,12 @@ async fn submit(
     batch: Vec<Pending>,
 ) {
     let leader = view.remote_leader();
-    let (batch, refused): (Vec<Pending>, Vec<Pending>) =
-        batch.into_iter().partition(|p| leader.is_none() || p.may_forward);
+    // A follower that knows no leader proposes nothing: its Raft would only refuse, and may be
+    // too busy to say so quickly. The caller waits for a leader and tries again.
+    let knows_a_leader = leader.is_some() || view.leads();
+    let (batch, refused): (Vec<Pending>, Vec<Pending>) = batch
+        .into_iter()
+        .partition(|p| knows_a_leader && (leader.is_none() || p.may_forward));
     for p in refused {
         let _ = p.tx.send(Err(ProposeError::NotLeader));
     }

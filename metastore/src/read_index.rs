@@ -16,8 +16,9 @@ use openraft::error::{CheckIsLeaderError, RaftError};
 use proto::raft::ReadIndexRequest;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::leader_view::LeaderView;
 use crate::peers::Peers;
-use crate::types::{NodeId, Raft};
+use crate::types::Raft;
 
 /// Requests to the leader in flight at once: a slow one does not hold up the next batch.
 const FORWARD_IN_FLIGHT: usize = 4;
@@ -54,11 +55,11 @@ pub struct ReadIndex {
 
 impl ReadIndex {
     /// Starts the batching tasks for `raft`; a request to the leader gives up after `deadline`.
-    pub fn start(id: NodeId, raft: Raft, peers: Peers, deadline: Duration) -> Self {
+    pub fn start(view: LeaderView, raft: Raft, peers: Peers, deadline: Duration) -> Self {
         let (local, local_rx) = mpsc::unbounded_channel();
         let (forward, forward_rx) = mpsc::unbounded_channel();
         let rounds = Arc::new(AtomicU64::new(0));
-        tokio::spawn(run_local(id, raft, local_rx, rounds.clone(), deadline));
+        tokio::spawn(run_local(view, raft, local_rx, rounds.clone(), deadline));
         tokio::spawn(run_forward(peers, forward_rx, deadline));
         Self { local, forward, rounds }
     }
@@ -108,7 +109,7 @@ fn drain<T>(first: T, rx: &mut mpsc::UnboundedReceiver<T>) -> Vec<T> {
 }
 
 async fn run_local(
-    id: NodeId,
+    view: LeaderView,
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<oneshot::Sender<LocalAnswer>>,
     rounds: Arc<AtomicU64>,
@@ -117,7 +118,7 @@ async fn run_local(
     while let Some(first) = rx.recv().await {
         // Every waiter queued now arrived before this round begins, so the round covers it.
         let waiters = drain(first, &mut rx);
-        let answer = local_round(id, &raft, &rounds, deadline).await;
+        let answer = local_round(&view, &raft, &rounds, deadline).await;
         for w in waiters {
             let _ = w.send(answer.clone());
         }
@@ -125,7 +126,7 @@ async fn run_local(
 }
 
 /// One round on this node's Raft: the read index as leader, or the leader's address.
-async fn local_round(id: NodeId, raft: &Raft, rounds: &AtomicU64, deadline: Duration) -> LocalAnswer {
+async fn local_round(view: &LeaderView, raft: &Raft, rounds: &AtomicU64, deadline: Duration) -> LocalAnswer {
     // openraft bounds its heartbeat round itself; the deadline guards against a core that is
     // stuck, so that no read waits on it forever.
     match tokio::time::timeout(deadline, raft.get_read_log_id()).await {
@@ -133,12 +134,9 @@ async fn local_round(id: NodeId, raft: &Raft, rounds: &AtomicU64, deadline: Dura
             rounds.fetch_add(1, Ordering::Relaxed);
             Ok(read_log_id.map_or(0, |l| l.index))
         }
-        Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
-            let hint = f
-                .leader_id
-                .filter(|l| *l != id)
-                .zip(f.leader_node)
-                .map(|(_, n)| Hint { addr: n.addr });
+        Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => {
+            // The leader as this node sees it: none once it has heard from none for a while.
+            let hint = view.remote_leader().map(|addr| Hint { addr });
             Err((ReadIndexError::NotLeader, hint))
         }
         Ok(Err(e)) => Err((ReadIndexError::Unavailable(e.to_string()), None)),
