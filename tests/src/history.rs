@@ -121,6 +121,19 @@ pub fn by_key(ops: &[Op]) -> BTreeMap<&str, Vec<&Op>> {
 /// The longest stretch within `[from_us, to_us]` in which no operation matching `pred`
 /// completed: (length, start) in microseconds.
 pub fn longest_gap(ops: &[Op], from_us: u64, to_us: u64, pred: impl Fn(&Op) -> bool) -> (u64, u64) {
+    longest_gap_outside(ops, from_us, to_us, &[], pred)
+}
+
+/// Like [`longest_gap`], but a stretch's length leaves out its overlap with the `excluded`
+/// windows (disjoint `(start, end)` pairs): time in which no success was possible, such as a
+/// majority of the nodes being down, does not count.
+pub fn longest_gap_outside(
+    ops: &[Op],
+    from_us: u64,
+    to_us: u64,
+    excluded: &[(u64, u64)],
+    pred: impl Fn(&Op) -> bool,
+) -> (u64, u64) {
     let mut ends: Vec<u64> = ops
         .iter()
         .filter(|o| pred(o))
@@ -129,8 +142,9 @@ pub fn longest_gap(ops: &[Op], from_us: u64, to_us: u64, pred: impl Fn(&Op) -> b
     ends.push(from_us);
     ends.push(to_us);
     ends.sort_unstable();
+    let overlap = |a: u64, b: u64| -> u64 { excluded.iter().map(|&(s, e)| e.min(b).saturating_sub(s.max(a))).sum() };
     ends.windows(2)
-        .map(|w| (w[1] - w[0], w[0]))
+        .map(|w| (w[1] - w[0] - overlap(w[0], w[1]).min(w[1] - w[0]), w[0]))
         .max_by_key(|(len, _)| *len)
         .unwrap_or((0, from_us))
 }
@@ -223,6 +237,19 @@ mod tests {
         assert_eq!(longest_gap(&ops, 0, 100, Op::read_ok), (60, 10));
         assert_eq!(longest_gap(&ops, 0, 200, Op::read_ok), (130, 70));
         assert_eq!(longest_gap(&[], 5, 20, Op::read_ok), (15, 5));
+    }
+
+    #[test]
+    fn excluded_time_does_not_count_in_a_gap() {
+        let ops = vec![
+            op(Call::Read, Outcome::Read { value: None }, 0, 10),
+            op(Call::Read, Outcome::Read { value: None }, 0, 70),
+            op(Call::Read, Outcome::Read { value: None }, 0, 100),
+        ];
+        // 10..70 holds 50 excluded: 10 left; 70..100 is then the longest.
+        assert_eq!(longest_gap_outside(&ops, 0, 100, &[(15, 65)], Op::read_ok), (30, 70));
+        // A window reaching past the stretch counts only where they overlap.
+        assert_eq!(longest_gap_outside(&ops, 0, 100, &[(60, 200)], Op::read_ok), (50, 10));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! network partitions between network namespaces. At the end, with every fault healed: the
 //! history must be linearizable, and every acknowledged write must be on every node. It reports
 //! (without asserting on them) the longest stretches with no successful read and no successful
-//! write.
+//! write, also leaving out the time two of the three nodes were down, when nothing can succeed.
 //!
 //! The clients run as a process of their own (`ferry-fault-client`); with namespaces, inside the
 //! clients' namespace, so they reach the nodes only through the test's network.
@@ -197,8 +197,9 @@ fn sleep_s(s: f64) {
     std::thread::sleep(Duration::from_secs_f64(s));
 }
 
-/// Injects one random fault and undoes it; returns what it did, for the log.
-fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
+/// Injects one random fault and undoes it; returns what it did, for the log. A fault that
+/// leaves a majority down adds its window (microseconds since `t0`) to `quorum_lost`.
+fn one_fault(site: &mut Site, rng: &mut StdRng, t0: Instant, quorum_lost: &mut Vec<(u64, u64)>) -> String {
     // Every draw is made whatever the cluster does, so that a seed gives the same kinds and
     // durations of faults (only which node leads can differ).
     let kinds = if site.net.is_some() { 6 } else { 4 };
@@ -254,9 +255,11 @@ fn one_fault(site: &mut Site, rng: &mut StdRng) -> String {
             let down = span(0.5, 4.0, u1);
             site.nodes[target].kill();
             site.nodes[other].kill();
+            let lost_at = t0.elapsed().as_micros() as u64;
             sleep_s(down);
             site.nodes[target].spawn();
             site.nodes[other].spawn();
+            quorum_lost.push((lost_at, t0.elapsed().as_micros() as u64));
             format!(
                 "SIGKILL {who} (node {id}) and node {}, restarted after {down:.1} s",
                 other + 1
@@ -287,6 +290,8 @@ struct RunResult {
     counts: history::Counts,
     read_gap: (u64, u64),
     write_gap: (u64, u64),
+    /// The same gaps, not counting time with a majority of the nodes down.
+    gaps_up: (u64, u64),
     /// From the heal to the first successful read and write begun after it.
     recovery: (Option<u64>, Option<u64>),
     /// Whether linearizable reads were served again at the end.
@@ -352,11 +357,11 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
         .expect("starting the workload");
 
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut faults = 0;
+    let (mut faults, mut quorum_lost) = (0, Vec::new());
     while t0.elapsed().as_secs_f64() < s.secs {
         sleep_s(rng.random_range(0.3..2.0));
         let at = t0.elapsed().as_secs_f64();
-        let what = one_fault(site, &mut rng);
+        let what = one_fault(site, &mut rng, t0, &mut quorum_lost);
         faults += 1;
         eprintln!("  [{at:6.1} s] fault {faults}: {what}");
     }
@@ -399,6 +404,9 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
     let counts = history::counts(&ops);
     let read_gap = history::longest_gap(&ops, 0, end_us, Op::read_ok);
     let write_gap = history::longest_gap(&ops, 0, end_us, Op::write_ok);
+    // Not counting the time two of the three nodes were down, when nothing can succeed.
+    let read_gap_up = history::longest_gap_outside(&ops, 0, end_us, &quorum_lost, Op::read_ok);
+    let write_gap_up = history::longest_gap_outside(&ops, 0, end_us, &quorum_lost, Op::write_ok);
     let recovery = (
         history::first_after(&ops, healed_us, Op::read_ok),
         history::first_after(&ops, healed_us, Op::write_ok),
@@ -441,6 +449,7 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
     eprintln!(
         "run {run}: {} ops ({} reads ok, {} writes/CAS ok, {} CAS guard failed, {} unknown, {} failed), \
          {faults} faults; longest with no successful read {}, with no successful write {}; \
+         the same not counting time with a majority down: read {}, write {}; \
          after the heal, first read in {}, first write in {}; checker {} steps over {} keys in {:.1} s",
         counts.ops,
         counts.reads_ok,
@@ -450,6 +459,8 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
         counts.failed,
         gap(read_gap),
         gap(write_gap),
+        gap(read_gap_up),
+        gap(write_gap_up),
         secs(recovery.0),
         secs(recovery.1),
         report.steps,
@@ -483,6 +494,7 @@ fn faults_and_checks(site: &mut Site, run: u32, seed: u64, s: &Settings) -> Resu
         counts,
         read_gap,
         write_gap,
+        gaps_up: (read_gap_up.0, write_gap_up.0),
         recovery,
         reads_back,
         check_steps: report.steps,
@@ -511,6 +523,7 @@ fn histories_stay_linearizable_and_acknowledged_writes_survive_faults() {
     eprintln!(
         "fault suite: {} run(s) from seed {}, {} faults, {} ops, {} checker steps; \
          longest with no successful read {}, with no successful write {}; \
+         not counting time with a majority down: read {}, write {}; \
          after the heal, first read within {}, first write within {}; \
          {} run(s) where linearizable reads never came back",
         results.len(),
@@ -520,6 +533,8 @@ fn histories_stay_linearizable_and_acknowledged_writes_survive_faults() {
         results.iter().map(|r| r.check_steps).sum::<u64>(),
         secs(Some(max(|r| r.read_gap.0))),
         secs(Some(max(|r| r.write_gap.0))),
+        secs(Some(max(|r| r.gaps_up.0))),
+        secs(Some(max(|r| r.gaps_up.1))),
         secs(worst(|r| r.recovery.0)),
         secs(worst(|r| r.recovery.1)),
         results.iter().filter(|r| !r.reads_back).count(),
