@@ -95,6 +95,9 @@ pub struct Timing {
     pub max_gap: Duration,
     /// How long a pre-vote waits for each peer's answer.
     pub ask: Duration,
+    /// Least wait before a candidate whose election came to nothing (a split vote) tries
+    /// again: Raft's random election timeout. The lease is already known to be over.
+    pub retry: Duration,
 }
 
 /// How often the driver ticks.
@@ -111,12 +114,18 @@ impl Timing {
             spread: Duration::from_millis(election_max_ms.saturating_sub(election_min_ms)),
             max_gap: 4 * TICK,
             ask: Duration::from_millis(election_min_ms),
+            retry: Duration::from_millis(election_min_ms),
         }
     }
 
     /// One round's wait: `quiet` plus `fraction` (in 0..=1) of `spread`.
     pub fn wait(&self, fraction: f64) -> Duration {
         self.quiet + self.spread.mul_f64(fraction.clamp(0.0, 1.0))
+    }
+
+    /// A candidate's wait before it tries again: `retry` plus `fraction` of `spread`.
+    pub fn retry_wait(&self, fraction: f64) -> Duration {
+        self.retry + self.spread.mul_f64(fraction.clamp(0.0, 1.0))
     }
 }
 
@@ -158,7 +167,10 @@ impl Watch {
     /// One tick at `now`; `eligible` when the node is a voting follower or candidate allowed to
     /// campaign. True when it should ask for an election.
     pub fn tick(&mut self, now: Instant, eligible: bool, t: &Timing) -> bool {
-        debug_assert!(self.wait >= t.quiet, "a round waits at least the quiet time");
+        debug_assert!(
+            self.wait >= t.retry.min(t.quiet),
+            "a round waits at least an election timeout"
+        );
         // After a pause (SIGSTOP) or starvation the node cannot tell what it missed; campaigning
         // at once would depose a leader elected meanwhile, so it waits a whole quiet time.
         if now.saturating_duration_since(self.last_tick) > t.max_gap || !eligible {
@@ -200,8 +212,12 @@ pub fn start(raft: Raft, peers: Peers, voter: crate::pre_vote::Voter, timing: Ti
                     // logs, campaigning in turn, keep the one with the longest log from asking.
                     if vote.leader_id().voted_for() == Some(m.id) {
                         watch.heard(now);
+                        // Should this election come to nothing (two candidates split the
+                        // vote), the next is called after an election timeout, not the lease.
+                        watch.set_wait(timing.retry_wait(rand::random()));
+                    } else {
+                        watch.set_wait(timing.wait(rand::random()));
                     }
-                    watch.set_wait(timing.wait(rand::random()));
                 }
                 matches!(m.state, ServerState::Follower | ServerState::Candidate)
                     && m.membership_config.membership().voter_ids().any(|v| v == m.id)
@@ -251,6 +267,7 @@ mod tests {
             spread: Duration::from_millis(200),
             max_gap: 4 * TICK,
             ask: Duration::from_millis(200),
+            retry: Duration::from_millis(300),
         }
     }
 
@@ -273,6 +290,8 @@ mod tests {
         assert_eq!(t.quiet, Duration::from_millis(600));
         assert_eq!(t.wait(0.0), Duration::from_millis(600));
         assert_eq!(t.wait(0.5), Duration::from_millis(700));
+        assert_eq!(t.retry_wait(0.0), Duration::from_millis(200));
+        assert_eq!(t.retry_wait(1.0), Duration::from_millis(400));
         assert_eq!(t.wait(1.0), Duration::from_millis(800));
         assert_eq!(t.wait(7.0), Duration::from_millis(800));
         assert_eq!(t.ask, Duration::from_millis(200));
@@ -308,6 +327,17 @@ mod tests {
         assert!(heard.at().elapsed() < Duration::from_secs(1));
         drop(taking);
         assert!(heard.at().elapsed() >= Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_candidate_whose_election_failed_tries_again_after_an_election_timeout() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        assert_eq!(run(&mut w, t0, 50, 900, true), vec![900]);
+        // It campaigned at 900 ms and nobody won.
+        w.heard(t0 + Duration::from_millis(900));
+        w.set_wait(timing().retry_wait(0.0));
+        assert_eq!(run(&mut w, t0, 950, 1500, true), vec![1200, 1500]);
     }
 
     #[test]
