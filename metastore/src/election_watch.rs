@@ -54,14 +54,9 @@ impl Drop for Receiving {
 }
 
 impl Heard {
-    /// Records contact now: a candidate it voted for.
+    /// Records contact now: a leader's entries or snapshot taken, or a vote granted.
     pub fn touch(&self) {
         self.0.lock().at = Instant::now();
-    }
-
-    /// Records a leader's entries taken now.
-    pub fn followed(&self) {
-        self.touch();
     }
 
     /// A leader's request has arrived: until the returned guard drops, the node counts as
@@ -314,7 +309,7 @@ mod tests {
         heard.touch();
         assert!(heard.at() >= before);
         let touched = heard.at();
-        heard.followed();
+        heard.touch();
         assert!(heard.at() >= touched);
     }
 

@@ -51,11 +51,6 @@ impl LeaderView {
         }
     }
 
-    /// This node's id.
-    pub fn id(&self) -> NodeId {
-        self.id
-    }
-
     /// The leader this node knows of.
     pub fn leader(&self) -> Option<NodeId> {
         self.leader_in(&self.raft.metrics().borrow())

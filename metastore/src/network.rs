@@ -197,7 +197,7 @@ impl proto::raft::raft_server::Raft for RaftService {
         let _taking = self.peers.heard().receiving();
         let res = self.raft.append_entries(rpc).await;
         if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-            self.peers.heard().followed();
+            self.peers.heard().touch();
         }
         reply(&res)
     }
@@ -217,7 +217,7 @@ impl proto::raft::raft_server::Raft for RaftService {
         let _taking = self.peers.heard().receiving();
         let res = self.raft.install_snapshot(rpc).await;
         if matches!(&res, Ok(r) if r.vote == vote) {
-            self.peers.heard().followed();
+            self.peers.heard().touch();
         }
         reply(&res)
     }
