@@ -3,7 +3,8 @@
 # fetches (KAFKA_VERSION picks the version):  tools/kafka-tool.sh NAME ARGS...
 # NAME: kafka-topics, kafka-console-producer, kafka-console-consumer, kafka-reassign-partitions,
 # kafka-log-dirs, kafka-configs, kafka-leader-election, kafka-producer-perf-test,
-# kafka-consumer-perf-test, kafka-dump-log, kafka-get-offsets.
+# kafka-consumer-perf-test, kafka-dump-log, kafka-get-offsets, kafka-consumer-groups,
+# kafka-verifiable-producer, kafka-verifiable-consumer, kafka-e2e-latency.
 # Logs go to stderr at WARN (KAFKA_TOOL_LOG_LEVEL sets the level); KAFKA_HEAP_OPTS replaces -Xmx256m.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -23,6 +24,10 @@ case "$name" in
   kafka-consumer-perf-test) classes="org.apache.kafka.tools.ConsumerPerformance kafka.tools.ConsumerPerformance" ;;
   kafka-dump-log) classes="org.apache.kafka.tools.DumpLogSegments kafka.tools.DumpLogSegments" ;;
   kafka-get-offsets) classes="org.apache.kafka.tools.GetOffsetShell kafka.tools.GetOffsetShell" ;;
+  kafka-consumer-groups) classes="org.apache.kafka.tools.consumer.group.ConsumerGroupCommand kafka.admin.ConsumerGroupCommand" ;;
+  kafka-verifiable-producer) classes="org.apache.kafka.tools.VerifiableProducer" ;;
+  kafka-verifiable-consumer) classes="org.apache.kafka.tools.VerifiableConsumer" ;;
+  kafka-e2e-latency) classes="org.apache.kafka.tools.EndToEndLatency kafka.tools.EndToEndLatency" ;;
   *) echo "kafka-tool: unknown tool '$name'" >&2; exit 2 ;;
 esac
 dir="$("$here/kafka-jars.sh" | tail -n 1)"

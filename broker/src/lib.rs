@@ -3,8 +3,10 @@
 //! tested on their own; `node`, `fetcher` and `service` are the drivers around them.
 
 pub mod byte_counters;
+pub mod cleaner;
 pub mod client;
 pub mod controller_channels;
+pub mod coordinator;
 pub mod dir_checkpoints;
 pub mod dir_choice;
 pub mod dir_move_recovery;
@@ -29,6 +31,7 @@ pub mod record_batch;
 pub mod registration;
 pub mod replica;
 pub mod replica_manager;
+pub mod retention;
 pub mod service;
 pub mod throttle;
 

@@ -129,6 +129,28 @@ pub async fn append(
     Ok(base)
 }
 
+/// Appends a batch the broker wrote itself (a coordinator's records) as `r`'s leader at
+/// `epoch`, at once and in call order, and returns the wait for the in-sync replicas (acks=all),
+/// so that a caller can append again before the first is replicated.
+pub fn append_internal(
+    core: &BrokerCore,
+    r: std::sync::Arc<Replica>,
+    epoch: u32,
+    batch: Vec<u8>,
+) -> Result<impl std::future::Future<Output = Result<(), ReplicaError>> + Send + 'static, ReplicaError> {
+    if r.state().role != (Role::Leader { epoch }) {
+        return Err(ReplicaError::new(
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            format!("{} is no longer led here at epoch {epoch}", r.name()),
+        ));
+    }
+    let (min_isr, _) = produce_limits(core, &r.topic);
+    let (epoch, _, next) = append_as_leader(core, &r, batch, -1, min_isr)?;
+    r.update_high_watermark();
+    r.notify();
+    Ok(async move { await_in_sync(&r, epoch, next, DEFAULT_ACK_TIMEOUT_MS).await })
+}
+
 /// Appends the batch as this partition's leader, once acks=all finds enough replicas in sync;
 /// returns the leader epoch, the first offset and the offset after the last.
 fn append_as_leader(

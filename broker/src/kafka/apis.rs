@@ -45,7 +45,18 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::ListOffsets, 1, 1, 9),
     api(ApiKey::Metadata, 0, 0, 12),
     api(ApiKey::OffsetForLeaderEpoch, 2, 2, 4),
+    api(ApiKey::DeleteRecords, 0, 0, 2),
     api(ApiKey::FindCoordinator, 0, 0, 4),
+    api(ApiKey::JoinGroup, 0, 0, 9),
+    api(ApiKey::SyncGroup, 0, 0, 5),
+    api(ApiKey::Heartbeat, 0, 0, 4),
+    api(ApiKey::LeaveGroup, 0, 0, 5),
+    api(ApiKey::OffsetCommit, 2, 2, 9),
+    api(ApiKey::OffsetFetch, 1, 1, 9),
+    api(ApiKey::ListGroups, 0, 0, 5),
+    api(ApiKey::DescribeGroups, 0, 0, 6),
+    api(ApiKey::DeleteGroups, 0, 0, 2),
+    api(ApiKey::OffsetDelete, 0, 0, 0),
     api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::ApiVersions, 0, 0, 4),
     api(ApiKey::CreateTopics, 2, 2, 7),
@@ -163,6 +174,7 @@ fn topic(view: &ClusterView, live: &BTreeSet<i32>, name: String) -> MetadataResp
         .topics
         .get(&name)
         .filter(|e| e.record.as_ref().is_some_and(|r| !r.deleting));
+    t.is_internal = name == crate::coordinator::OFFSETS_TOPIC;
     t.name = Some(TopicName(StrBytes::from_string(name)));
     let Some(entry) = entry else {
         t.error_code = wire(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION);

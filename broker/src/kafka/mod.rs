@@ -9,9 +9,11 @@ pub mod admin;
 pub mod apis;
 pub mod configs;
 pub mod data;
+pub mod delete_records;
 pub mod frame;
 pub mod groups;
 pub mod log_dirs;
+pub mod offsets;
 pub mod partitions;
 pub mod producer_ids;
 pub mod schemas;
@@ -27,10 +29,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
@@ -54,9 +58,16 @@ pub async fn serve(
     controller: Option<ControllerChannels>,
     max_request_bytes: usize,
 ) {
+    let runtime = crate::coordinator::runtime::Runtime::new(
+        Arc::new(crate::coordinator::broker_log::BrokerOffsetsLog(core.clone())),
+        crate::coordinator::group::GroupConfig::default(),
+    );
+    // Stops with the listener: the runtime's loop ends when this task is aborted.
+    let _runtime = AbortOnDrop(tokio::spawn(runtime.clone().run()));
     let ctx = Arc::new(Context {
         ids: ProducerIds::new(core.id, core.config.clock.wall_ms()),
         controller,
+        groups: groups::Groups::new(runtime),
     });
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -71,7 +82,9 @@ pub async fn serve(
         let core = core.clone();
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &core, &ctx, max_request_bytes).await {
+            // Kafka names a member's host as `/ip`.
+            let host = format!("/{}", peer.ip());
+            if let Err(e) = connection(stream, &core, &ctx, &host, max_request_bytes).await {
                 tracing::info!(%peer, error = %e, "kafka connection closed");
             }
         });
@@ -96,7 +109,13 @@ enum ConnError {
 /// wait for the in-sync replicas overlaps the next requests' (Kafka handles one request per
 /// connection at a time; a producer with several in flight gains from this). Any other request
 /// waits for those before it, so its effects keep their order.
-async fn connection(stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, max: usize) -> Result<(), ConnError> {
+async fn connection(
+    stream: TcpStream,
+    core: &Arc<BrokerCore>,
+    ctx: &Context,
+    host: &str,
+    max: usize,
+) -> Result<(), ConnError> {
     let (rd, mut wr) = stream.into_split();
     let (tx, mut frames) = tokio::sync::mpsc::channel(MAX_IN_FLIGHT);
     // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
@@ -115,12 +134,12 @@ async fn connection(stream: TcpStream, core: &Arc<BrokerCore>, ctx: &Context, ma
                 let produce = frame::key_and_version(&frame).is_ok_and(|(key, _)| key == ApiKey::Produce as i16);
                 if !produce {
                     drain(&mut inflight, &mut wr).await?;
-                    send(&mut wr, handle(core, ctx, frame).await).await?;
+                    send(&mut wr, handle(core, ctx, host, frame).await).await?;
                     continue;
                 }
                 // Polled once here, the request's appends happen now, in arrival order; what is
                 // left is the wait for the in-sync replicas.
-                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, frame));
+                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, host, frame));
                 match futures::poll!(&mut answer) {
                     std::task::Poll::Ready(r) => inflight.push_back(Box::pin(futures::future::ready(r))),
                     std::task::Poll::Pending => inflight.push_back(answer),
@@ -199,7 +218,12 @@ impl Drop for AbortOnDrop {
 
 /// Answers one request frame with the response frame (size prefix included), or `None` when
 /// Kafka sends no answer (Produce at acks 0).
-async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Result<Option<Bytes>, ConnError> {
+async fn handle(
+    core: &Arc<BrokerCore>,
+    ctx: &Context,
+    host: &str,
+    mut frame: Bytes,
+) -> Result<Option<Bytes>, ConnError> {
     let (key, version) = frame::key_and_version(&frame)?;
     let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
     let served = apis::served(key, version);
@@ -230,7 +254,11 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
                 }
                 _ => None,
             };
-            let answer = apis::metadata(&core.view.read(), topics, core.id);
+            let mut answer = apis::metadata(&core.view.read(), topics, core.id);
+            if version == 0 {
+                // v0 has no internal flag, and a field a version lacks must keep its default.
+                answer.topics.iter_mut().for_each(|t| t.is_internal = false);
+            }
             respond(api, version, c, &answer)
         }
         ApiKey::Produce => {
@@ -252,13 +280,31 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
             let req = OffsetForLeaderEpochRequest::decode(&mut frame, version).map_err(malformed)?;
             respond(api, version, c, &data::offset_for_leader_epoch(core, req))
         }
+        ApiKey::DeleteRecords => {
+            let req = kafka_protocol::messages::DeleteRecordsRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &delete_records::delete_records(core, req).await)
+        }
         ApiKey::InitProducerId => {
             let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
             respond(api, version, c, &producer_ids::init_producer_id(&ctx.ids, &req))
         }
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::find_coordinator(req, version))
+            let answer = groups::find_coordinator(&ctx.groups, core, ctx.controller.as_ref(), req, version).await;
+            respond(api, version, c, &answer)
+        }
+        ApiKey::JoinGroup
+        | ApiKey::SyncGroup
+        | ApiKey::Heartbeat
+        | ApiKey::LeaveGroup
+        | ApiKey::OffsetCommit
+        | ApiKey::OffsetFetch
+        | ApiKey::ListGroups
+        | ApiKey::DescribeGroups
+        | ApiKey::DeleteGroups
+        | ApiKey::OffsetDelete => {
+            let client = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
+            group_api(api, version, c, &ctx.groups, &mut frame, host, &client).await
         }
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -302,6 +348,66 @@ async fn handle(core: &Arc<BrokerCore>, ctx: &Context, mut frame: Bytes) -> Resu
 struct Context {
     ids: ProducerIds,
     controller: Option<ControllerChannels>,
+    groups: groups::Groups,
+}
+
+/// Decodes a group or offset request, has the coordinator carry it out, and encodes the answer.
+async fn group_api(
+    api: ApiKey,
+    version: i16,
+    c: i32,
+    g: &groups::Groups,
+    frame: &mut Bytes,
+    host: &str,
+    client: &str,
+) -> Result<Bytes, ConnError> {
+    match api {
+        ApiKey::JoinGroup => {
+            let req = JoinGroupRequest::decode(frame, version).map_err(malformed)?;
+            respond(
+                api,
+                version,
+                c,
+                &groups::join_group(g, req, version, host, client).await,
+            )
+        }
+        ApiKey::SyncGroup => {
+            let req = SyncGroupRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::sync_group(g, req, version).await)
+        }
+        ApiKey::Heartbeat => {
+            let req = HeartbeatRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::heartbeat(g, req).await)
+        }
+        ApiKey::LeaveGroup => {
+            let req = LeaveGroupRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::leave_group(g, req, version).await)
+        }
+        ApiKey::OffsetCommit => {
+            let req = OffsetCommitRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &offsets::offset_commit(g, req).await)
+        }
+        ApiKey::OffsetFetch => {
+            let req = OffsetFetchRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &offsets::offset_fetch(g, req, version).await)
+        }
+        ApiKey::ListGroups => {
+            let req = ListGroupsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::list_groups(g, req, version).await)
+        }
+        ApiKey::DescribeGroups => {
+            let req = DescribeGroupsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::describe_groups(g, req, version).await)
+        }
+        ApiKey::DeleteGroups => {
+            let req = DeleteGroupsRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &groups::delete_groups(g, req).await)
+        }
+        _ => {
+            let req = OffsetDeleteRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &offsets::offset_delete(g, req).await)
+        }
+    }
 }
 
 /// Decodes an admin request, has the controller carry it out, and encodes the answer.

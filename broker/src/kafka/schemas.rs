@@ -17,13 +17,16 @@ fn when(on: bool, f: Field) -> Option<Field> {
 /// The body schema of `api` at `version`, and whether that version is flexible; `None` for an
 /// API whose body has no array (nothing for a count to lie about).
 pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
-    let fields = data_fields(api, v).or_else(|| admin_fields(api, v))?;
+    let fields = data_fields(api, v)
+        .or_else(|| admin_fields(api, v))
+        .or_else(|| group_fields(api, v))?;
     let flexible = match api {
         ApiKey::Metadata => v >= 9,
         ApiKey::Produce => v >= 9,
         ApiKey::Fetch => v >= 12,
         ApiKey::ListOffsets => v >= 6,
         ApiKey::OffsetForLeaderEpoch => v >= 4,
+        ApiKey::DeleteRecords => v >= 2,
         ApiKey::FindCoordinator => v >= 3,
         ApiKey::DescribeConfigs => v >= 4,
         ApiKey::IncrementalAlterConfigs => v >= 1,
@@ -32,6 +35,13 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::DeleteTopics => v >= 4,
         ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
         ApiKey::AlterConfigs | ApiKey::CreatePartitions | ApiKey::ElectLeaders => v >= 2,
+        ApiKey::JoinGroup => v >= 6,
+        ApiKey::SyncGroup | ApiKey::LeaveGroup => v >= 4,
+        ApiKey::OffsetCommit => v >= 8,
+        ApiKey::OffsetFetch => v >= 6,
+        ApiKey::ListGroups => v >= 3,
+        ApiKey::DescribeGroups => v >= 5,
+        ApiKey::DeleteGroups => v >= 2,
         _ => false,
     };
     Some((fields.into_iter().flatten().collect(), flexible))
@@ -97,6 +107,7 @@ fn data_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
             when(v >= 10, I32),
         ],
         ApiKey::OffsetForLeaderEpoch => vec![when(v >= 3, I32), Some(arr(vec![Field::Str, arr(vec![I32, I32, I32])]))],
+        ApiKey::DeleteRecords => vec![Some(arr(vec![Field::Str, arr(vec![I32, I64])])), Some(I32)],
         _ => return None,
     })
 }
@@ -138,6 +149,72 @@ fn admin_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
         ApiKey::DescribeLogDirs => vec![Some(arr(vec![Field::Str, Field::Ints(4)]))],
         ApiKey::AlterReplicaLogDirs => vec![Some(arr(vec![Field::Str, arr(vec![Field::Str, Field::Ints(4)])]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
+        _ => return None,
+    })
+}
+
+/// The group and offset APIs' fields, each present or not at version `v`.
+fn group_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
+    let s = Field::Str;
+    Some(match api {
+        ApiKey::JoinGroup => vec![
+            Some(s.clone()),
+            Some(I32),
+            when(v >= 1, I32),
+            Some(s.clone()),
+            when(v >= 5, s.clone()),
+            Some(s.clone()),
+            Some(arr(vec![s.clone(), Field::Bytes])),
+            when(v >= 8, s),
+        ],
+        ApiKey::SyncGroup => vec![
+            Some(s.clone()),
+            Some(I32),
+            Some(s.clone()),
+            when(v >= 3, s.clone()),
+            when(v >= 5, s.clone()),
+            when(v >= 5, s.clone()),
+            Some(arr(vec![s, Field::Bytes])),
+        ],
+        ApiKey::LeaveGroup if v < 3 => vec![Some(s.clone()), Some(s)],
+        ApiKey::LeaveGroup => vec![
+            Some(s.clone()),
+            Some(arr([Some(s.clone()), Some(s.clone()), when(v >= 5, s)]
+                .into_iter()
+                .flatten()
+                .collect())),
+        ],
+        ApiKey::OffsetCommit => vec![
+            Some(s.clone()),
+            when(v >= 1, I32),
+            when(v >= 1, s.clone()),
+            when(v >= 7, s.clone()),
+            when((2..=4).contains(&v), I64),
+            Some(arr(vec![
+                s.clone(),
+                arr([Some(I32), Some(I64), when(v >= 6, I32), when(v == 1, I64), Some(s)]
+                    .into_iter()
+                    .flatten()
+                    .collect()),
+            ])),
+        ],
+        ApiKey::OffsetFetch if v < 8 => vec![Some(s.clone()), Some(arr(vec![s, Field::Ints(4)])), when(v >= 7, I8)],
+        ApiKey::OffsetFetch => vec![
+            Some(arr([
+                Some(s.clone()),
+                when(v >= 9, s.clone()),
+                when(v >= 9, I32),
+                Some(arr(vec![s, Field::Ints(4)])),
+            ]
+            .into_iter()
+            .flatten()
+            .collect())),
+            Some(I8),
+        ],
+        ApiKey::ListGroups => vec![when(v >= 4, Field::Strs), when(v >= 5, Field::Strs)],
+        ApiKey::DescribeGroups => vec![Some(Field::Strs), when(v >= 3, I8)],
+        ApiKey::DeleteGroups => vec![Some(Field::Strs)],
+        ApiKey::OffsetDelete => vec![Some(s.clone()), Some(arr(vec![s, arr(vec![I32])]))],
         _ => return None,
     })
 }
