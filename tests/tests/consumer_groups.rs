@@ -1,0 +1,362 @@
+//! Consumer groups with real clients against a four-node cluster: Kafka's own console consumers
+//! sharing a topic in one group, kafka-python's `KafkaConsumer(group_id=...)` with a member
+//! leaving, librdkafka (kcat `-G`), and `kafka-consumer-groups` listing, describing, resetting
+//! and deleting. Each record produced is consumed exactly once across a group's members.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tests::kafka::{tool, Listeners};
+
+/// Creates a topic of `partitions` partitions and 3 replicas.
+fn create(b: &str, topic: &str, partitions: u32) {
+    {
+        let (ok, out) = tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                b,
+                "--create",
+                "--topic",
+                topic,
+                "--partitions",
+                &partitions.to_string(),
+                "--replication-factor",
+                "3",
+            ],
+            "",
+        );
+        assert!(ok, "{out}");
+    }
+}
+
+/// Produces records `r-<from>..` with Kafka's console producer, keyed so that they spread over
+/// the partitions.
+fn produce(b: &str, topic: &str, from: usize, n: usize) {
+    let lines: String = (from..from + n).map(|i| format!("{i}:r-{i}\n")).collect();
+    let (ok, out) = tool(
+        "kafka-console-producer",
+        &[
+            "--bootstrap-server",
+            b,
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+        ],
+        &lines,
+    );
+    assert!(ok, "{out}");
+}
+
+/// The members of `group` and its state, as kafka-python's admin client describes it.
+fn describe(b: &str, group: &str) -> (String, usize) {
+    let script = format!(
+        "from kafka import KafkaAdminClient\n\
+         a = KafkaAdminClient(bootstrap_servers='{b}')\n\
+         g = a.describe_groups(['{group}'])['{group}']\n\
+         print(g['group_state'], len(g['members']))\n"
+    );
+    let out = Command::new("timeout")
+        .args(["60", "python3", "-c", &script])
+        .output()
+        .expect("python3 with kafka-python (tools/test.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut parts = text.split_whitespace();
+    let state = parts.next().unwrap_or("").to_string();
+    let members = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    (state, members)
+}
+
+async fn wait_stable(b: &str, group: &str, members: usize) {
+    let (b, group) = (b.to_string(), group.to_string());
+    tests::wait_until(Duration::from_secs(90), "the group stable with its members", || {
+        let (b, group) = (b.clone(), group.clone());
+        async move {
+            let (state, n) = tokio::task::spawn_blocking(move || describe(&b, &group)).await.unwrap();
+            state == "Stable" && n == members
+        }
+    })
+    .await;
+}
+
+/// Counts each record seen across the outputs.
+fn tally(outputs: &[String]) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for o in outputs {
+        for line in o.lines().filter(|l| l.starts_with("r-")) {
+            *seen.entry(line.to_string()).or_insert(0) += 1;
+        }
+    }
+    seen
+}
+
+fn assert_exactly_once(seen: &BTreeMap<String, usize>, n: usize) {
+    let twice: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).take(5).collect();
+    assert!(twice.is_empty(), "records read twice: {twice:?}");
+    let missing: Vec<_> = (0..n)
+        .filter(|i| !seen.contains_key(&format!("r-{i}")))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "records never read: {missing:?} ({} read)",
+        seen.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_java_console_consumers_in_one_group_read_each_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let b = k.bootstrap();
+    create(&b, "jg", 6);
+    // Three console consumers; each exits after 15 s without a record.
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            tests::kafka::kafka_tool("kafka-console-consumer")
+                .args([
+                    "--bootstrap-server",
+                    &b,
+                    "--topic",
+                    "jg",
+                    "--group",
+                    "jgroup",
+                    "--timeout-ms",
+                    "20000",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    wait_stable(&b, "jgroup", 3).await;
+    produce(&b, "jg", 0, 3000);
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).to_string())
+        .collect();
+    assert_exactly_once(&tally(&outputs), 3000);
+    for o in &outputs {
+        assert!(
+            o.lines().any(|l| l.starts_with("r-")),
+            "each member got partitions: {outputs:?}"
+        );
+    }
+    // The group's committed offsets cover every record: the consumers committed as they read.
+    let (ok, out) = tool(
+        "kafka-consumer-groups",
+        &["--bootstrap-server", &b, "--describe", "--group", "jgroup"],
+        "",
+    );
+    assert!(ok, "{out}");
+    let lag_zero = out
+        .lines()
+        .filter(|l| l.starts_with("jgroup "))
+        .all(|l| l.split_whitespace().nth(5) == Some("0"));
+    assert!(lag_zero && out.contains("jgroup"), "{out}");
+}
+
+/// kafka-python: three consumers in one group read a topic once; one closes (LeaveGroup), the
+/// other two take its partitions and read what comes next, once.
+const PYTHON_GROUP: &str = r#"
+import sys, threading, time
+from kafka import KafkaConsumer, KafkaProducer
+b, topic = sys.argv[1], sys.argv[2]
+seen = {}
+lock = threading.Lock()
+class Member(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.c = KafkaConsumer(topic, bootstrap_servers=b, group_id="pyg", auto_offset_reset="earliest",
+                               enable_auto_commit=False)
+        self.stop = threading.Event()
+        self.parts = 0
+    def run(self):
+        while not self.stop.is_set():
+            got = self.c.poll(timeout_ms=200)
+            with lock:
+                for tp, records in got.items():
+                    for r in records:
+                        seen[r.value] = seen.get(r.value, 0) + 1
+            if got:
+                self.c.commit()
+            self.parts = len(self.c.assignment())
+        self.c.close()
+def wait(members, want, parts):
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        with lock:
+            n = len(seen)
+        if n >= want and sorted(m.parts for m in members) == parts:
+            return
+        time.sleep(0.2)
+    raise SystemExit("timed out with %d records, partitions %s" % (n, [m.parts for m in members]))
+ms = [Member() for _ in range(3)]
+for m in ms:
+    m.start()
+p = KafkaProducer(bootstrap_servers=b, acks="all")
+for i in range(1200):
+    p.send(topic, key=str(i).encode(), value=("r-%d" % i).encode())
+p.flush()
+wait(ms, 1200, [2, 2, 2])
+print("first", len(seen), sorted(m.parts for m in ms))
+ms[2].stop.set()
+ms[2].join()
+for i in range(1200, 2400):
+    p.send(topic, key=str(i).encode(), value=("r-%d" % i).encode())
+p.flush()
+wait(ms[:2], 2400, [3, 3])
+print("after", len(seen), sorted(m.parts for m in ms[:2]))
+for m in ms[:2]:
+    m.stop.set()
+    m.join()
+for v, n in sorted(seen.items()):
+    print(v.decode(), n)
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_group_members_share_partitions_and_take_over_a_leaver() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let b = k.bootstrap();
+    create(&b, "pyt", 6);
+    let out = Command::new("timeout")
+        .args(["300", "python3", "-c", PYTHON_GROUP, &b, "pyt"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("first 1200 [2, 2, 2]"), "{stdout}");
+    assert!(stdout.contains("after 2400 [3, 3]"), "{stdout}");
+    let counts: BTreeMap<String, usize> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (v, n) = l.split_once(' ')?;
+            Some((v.to_string(), n.parse().ok()?))
+        })
+        .filter(|(v, _)| v.starts_with("r-"))
+        .collect();
+    assert_exactly_once(&counts, 2400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn librdkafka_balanced_consumers_and_the_group_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let b = k.bootstrap();
+    create(&b, "kc", 4);
+    produce(&b, "kc", 0, 2000);
+    // Two kcat balanced consumers in one group; each exits at the end of its partitions.
+    let kcat = || {
+        Command::new("timeout")
+            .args([
+                "120",
+                "kcat",
+                "-b",
+                &b,
+                "-G",
+                "kgroup",
+                "-o",
+                "beginning",
+                "-q",
+                "-e",
+                "-X",
+                "auto.commit.interval.ms=100",
+                "kc",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = kcat();
+    let second = kcat();
+    let outputs: Vec<String> = [first, second]
+        .into_iter()
+        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).to_string())
+        .collect();
+    // librdkafka's -e exits at each partition's end, so a late joiner can find little left:
+    // what matters is that together they read each record once.
+    assert_exactly_once(&tally(&outputs), 2000);
+    group_tool(&k, "kgroup", "kc").await;
+}
+
+/// `kafka-consumer-groups`: list, describe with lag, reset to the earliest offset, delete the
+/// offsets of a topic, delete the group.
+async fn group_tool(k: &Listeners, group: &str, topic: &str) {
+    let b = k.bootstrap();
+    let g = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", b.as_str()];
+        all.extend_from_slice(args);
+        tool("kafka-consumer-groups", &all, "")
+    };
+    tests::wait_until(Duration::from_secs(60), "the group committed and empty", || {
+        let b = b.clone();
+        let group = group.to_string();
+        async move {
+            let (state, _) = tokio::task::spawn_blocking(move || describe(&b, &group)).await.unwrap();
+            state == "Empty"
+        }
+    })
+    .await;
+    let (ok, out) = g(&["--list"]);
+    assert!(ok && out.lines().any(|l| l == group), "{out}");
+    let (ok, out) = g(&["--describe", "--group", group]);
+    // "has no active members" goes to stderr; the state was checked above.
+    assert!(ok, "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with(&format!("{group} "))).collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    let total: i64 = rows
+        .iter()
+        .map(|r| {
+            r.split_whitespace()
+                .nth(3)
+                .and_then(|o| o.parse::<i64>().ok())
+                .unwrap_or(-1)
+        })
+        .sum();
+    assert_eq!(total, 2000, "committed offsets add up to the records read: {out}");
+    let (ok, out) = g(&[
+        "--reset-offsets",
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--to-earliest",
+        "--execute",
+    ]);
+    assert!(ok, "{out}");
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with(&format!("{group} ")) && l.trim_end().ends_with(" 0"))
+            .count(),
+        4,
+        "{out}"
+    );
+    let (ok, out) = g(&["--describe", "--group", group]);
+    assert!(ok, "{out}");
+    let lags: i64 = out
+        .lines()
+        .filter(|l| l.starts_with(&format!("{group} ")))
+        .filter_map(|l| l.split_whitespace().nth(5)?.parse::<i64>().ok())
+        .sum();
+    assert_eq!(lags, 2000, "after the reset every record is lag again: {out}");
+    let (ok, out) = g(&["--delete-offsets", "--group", group, "--topic", topic]);
+    assert!(
+        ok && out.lines().filter(|l| l.contains(" Successful")).count() == 4,
+        "{out}"
+    );
+    let (ok, out) = g(&["--delete", "--group", group]);
+    assert!(
+        ok && out.contains("Deletion of requested consumer groups ('") && out.contains("was successful"),
+        "{out}"
+    );
+    let (ok, out) = g(&["--list"]);
+    assert!(ok && !out.lines().any(|l| l == group), "{out}");
+}
