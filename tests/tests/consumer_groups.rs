@@ -360,3 +360,96 @@ async fn group_tool(k: &Listeners, group: &str, topic: &str) {
     let (ok, out) = g(&["--list"]);
     assert!(ok && !out.lines().any(|l| l == group), "{out}");
 }
+
+/// A kafka-python consumer in group `fg` reads the first half, says so, then reads until it has
+/// seen every record of both halves, committing after each poll.
+const PYTHON_FAILOVER: &str = r#"
+import sys, time
+from kafka import KafkaConsumer
+b, topic, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+c = KafkaConsumer(topic, bootstrap_servers=b, group_id="fg", auto_offset_reset="earliest",
+                  enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
+                  request_timeout_ms=15000, retry_backoff_ms=200)
+seen = set()
+said = False
+deadline = time.time() + 150
+while len(seen) < total and time.time() < deadline:
+    got = c.poll(timeout_ms=200)
+    for tp, records in got.items():
+        for r in records:
+            seen.add(r.value)
+    if got:
+        while time.time() < deadline:
+            try:
+                c.commit()
+                break
+            except Exception as e:
+                print("commit retry:", type(e).__name__, flush=True)
+                time.sleep(0.5)
+    if not said and len(seen) >= total // 2:
+        print("half", flush=True)
+        said = True
+print("done", len(seen), flush=True)
+c.close()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_coordinator_moves_the_group_and_loses_no_commit() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    let b = k.bootstrap();
+    create(&b, "ft", 4);
+    produce(&b, "ft", 0, 1000);
+    let mut child = Command::new("timeout")
+        .args(["200", "python3", "-c", PYTHON_FAILOVER, &b, "ft", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let half = tokio::task::spawn_blocking(move || {
+        let first = lines.next();
+        (first.and_then(|l| l.ok()), lines)
+    });
+    let (first, lines) = half.await.unwrap();
+    assert_eq!(first.as_deref(), Some("half"), "the consumer read the first half");
+    // The coordinator: the leader of the group's partition of __consumer_offsets.
+    let p = broker::coordinator::hash::partition_for("fg", 50);
+    let state = tests::data::partition_state(&four.client, "__consumer_offsets", p)
+        .await
+        .unwrap();
+    let coordinator = state.leader;
+    four.nodes.get_mut(&coordinator).unwrap().kill();
+    let c = four.client.clone();
+    tests::wait_until(Duration::from_secs(60), "a new coordinator", || {
+        let c = c.clone();
+        async move {
+            tests::data::partition_state(&c, "__consumer_offsets", p)
+                .await
+                .is_some_and(|s| s.leader >= 0 && s.leader != coordinator)
+        }
+    })
+    .await;
+    let live: Vec<String> = (1..=4).filter(|id| *id != coordinator).map(|id| k.addr(id)).collect();
+    let live = live.join(",");
+    produce(&live, "ft", 1000, 1000);
+    let rest = tokio::task::spawn_blocking(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let rest = rest.await.unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l == "done 2000"), "every record was read: {rest:?}");
+    // Every commit was kept: the group's offsets cover all 2000 records.
+    let (ok, out) = tool(
+        "kafka-consumer-groups",
+        &["--bootstrap-server", &live, "--describe", "--group", "fg", "--offsets"],
+        "",
+    );
+    assert!(ok, "{out}");
+    let total: i64 = out
+        .lines()
+        .filter(|l| l.starts_with("fg "))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<i64>().ok())
+        .sum();
+    assert_eq!(total, 2000, "{out}");
+}
