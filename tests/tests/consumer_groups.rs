@@ -109,57 +109,114 @@ fn assert_exactly_once(seen: &BTreeMap<String, usize>, n: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_java_console_consumers_in_one_group_read_each_record_once() {
+async fn three_java_console_consumers_in_a_classic_group_read_each_record_once() {
+    java_console_consumers("classic").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_java_console_consumers_in_a_kip_848_consumer_group_read_each_record_once() {
+    java_console_consumers("consumer").await;
+}
+
+/// The state and member count `kafka-consumer-groups --describe --state` prints.
+fn group_state(b: &str, group: &str) -> (String, usize) {
+    let (_, out) = tool(
+        "kafka-consumer-groups",
+        &["--bootstrap-server", b, "--describe", "--group", group, "--state"],
+        "",
+    );
+    out.lines()
+        .find(|l| l.starts_with(&format!("{group} ")))
+        .and_then(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((cols[cols.len() - 2].to_string(), cols[cols.len() - 1].parse().ok()?))
+        })
+        .unwrap_or_default()
+}
+
+async fn wait_members(b: &str, group: &str, members: usize) {
+    let (b, group) = (b.to_string(), group.to_string());
+    tests::wait_until(Duration::from_secs(120), "the group stable with its members", || {
+        let (b, group) = (b.clone(), group.clone());
+        async move {
+            let (state, n) = tokio::task::spawn_blocking(move || group_state(&b, &group))
+                .await
+                .unwrap();
+            state == "Stable" && n == members
+        }
+    })
+    .await;
+}
+
+/// The sum of the lag `kafka-consumer-groups --describe` prints.
+fn lag(b: &str, group: &str) -> Option<i64> {
+    let (ok, out) = tool(
+        "kafka-consumer-groups",
+        &["--bootstrap-server", b, "--describe", "--group", group],
+        "",
+    );
+    let rows: Vec<i64> = out
+        .lines()
+        .filter(|l| l.starts_with(&format!("{group} ")))
+        .filter_map(|l| l.split_whitespace().nth(5)?.parse().ok())
+        .collect();
+    (ok && !rows.is_empty()).then(|| rows.iter().sum())
+}
+
+/// Three console consumers of `protocol` share a topic: each record once. Then one stops (it
+/// leaves the group) and the other two take its partitions and read what comes next, once.
+async fn java_console_consumers(protocol: &str) {
     let dir = tempfile::tempdir().unwrap();
     let (_four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
     let b = k.bootstrap();
+    let group = format!("jgroup-{protocol}");
     create(&b, "jg", 6);
-    // Three console consumers; each exits after 15 s without a record.
-    let children: Vec<_> = (0..3)
-        .map(|_| {
-            tests::kafka::kafka_tool("kafka-console-consumer")
-                .args([
-                    "--bootstrap-server",
-                    &b,
-                    "--topic",
-                    "jg",
-                    "--group",
-                    "jgroup",
-                    "--timeout-ms",
-                    "20000",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    wait_stable(&b, "jgroup", 3).await;
+    let spawn = || {
+        tests::kafka::kafka_tool("kafka-console-consumer")
+            .args([
+                "--bootstrap-server",
+                &b,
+                "--topic",
+                "jg",
+                "--group",
+                &group,
+                "--timeout-ms",
+                "20000",
+            ])
+            .args(["--consumer-property", &format!("group.protocol={protocol}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut children: Vec<_> = (0..3).map(|_| spawn()).collect();
+    wait_members(&b, &group, 3).await;
     produce(&b, "jg", 0, 3000);
-    let outputs: Vec<String> = children
+    let (bb, g) = (b.clone(), group.clone());
+    tests::wait_until(Duration::from_secs(90), "every record read and committed", || {
+        let (bb, g) = (bb.clone(), g.clone());
+        async move { tokio::task::spawn_blocking(move || lag(&bb, &g)).await.unwrap() == Some(0) }
+    })
+    .await;
+    // One member stops: SIGTERM, so that it leaves the group as a consumer does on close.
+    let leaver = children.remove(2);
+    let _ = Command::new("kill").args(["-TERM", &leaver.id().to_string()]).status();
+    let left = String::from_utf8_lossy(&leaver.wait_with_output().unwrap().stdout).to_string();
+    wait_members(&b, &group, 2).await;
+    produce(&b, "jg", 3000, 1000);
+    let mut outputs: Vec<String> = children
         .into_iter()
         .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).to_string())
         .collect();
-    assert_exactly_once(&tally(&outputs), 3000);
     for o in &outputs {
         assert!(
             o.lines().any(|l| l.starts_with("r-")),
             "each member got partitions: {outputs:?}"
         );
     }
-    // The group's committed offsets cover every record: the consumers committed as they read.
-    let (ok, out) = tool(
-        "kafka-consumer-groups",
-        &["--bootstrap-server", &b, "--describe", "--group", "jgroup"],
-        "",
-    );
-    assert!(ok, "{out}");
-    let lag_zero = out
-        .lines()
-        .filter(|l| l.starts_with("jgroup "))
-        .all(|l| l.split_whitespace().nth(5) == Some("0"));
-    assert!(lag_zero && out.contains("jgroup"), "{out}");
+    outputs.push(left);
+    assert_exactly_once(&tally(&outputs), 4000);
 }
 
 /// kafka-python: three consumers in one group read a topic once; one closes (LeaveGroup), the

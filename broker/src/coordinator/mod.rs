@@ -2,17 +2,24 @@
 //! internal topic `__consumer_offsets` in Kafka's own schemas. A group's coordinator is the
 //! leader of its hashed partition (`hash`), so groups move and fail over with partition
 //! leadership. The pure parts: the record schemas (`records`), a group (`group`), the classic
-//! rebalance protocol (`membership`) and a partition's state machine (`shard`). The driver:
+//! rebalance protocol (`membership`), KIP-848 consumer groups (`consumer`, `assignor`,
+//! `consumer_records`, `shard_consumer`) and a partition's state machine (`shard`). The driver:
 //! `runtime`, over the narrow handle `broker_log`.
 
+pub mod assignor;
 pub mod broker_log;
+pub mod consumer;
+pub mod consumer_records;
 pub mod group;
 pub mod hash;
 pub mod membership;
 pub mod records;
 pub mod runtime;
 pub mod shard;
+pub mod shard_consumer;
 
+#[cfg(test)]
+mod consumer_tests;
 #[cfg(test)]
 mod tests;
 

@@ -2,7 +2,9 @@
 //! `group-coordinator` message definitions), so that a migrated cluster's offsets and groups
 //! read as they were written, and Kafka's tools read Ferry's. A key starts with its version,
 //! which names the record type: 0 and 1 an offset commit, 2 a classic group's metadata, 3 and
-//! up the KIP-848 consumer-group records (read and skipped: those groups are not served yet).
+//! and up the KIP-848 consumer-group records: 3 a group's epoch, 5 a member's subscription, 8 a
+//! member's assignment (`consumer_records`); the others (4, 6, 7: partition metadata and the
+//! target assignment, which Ferry computes again on load) are read and skipped.
 //! A value of `None` is a tombstone.
 
 use thiserror::Error;
@@ -43,6 +45,22 @@ pub enum Key {
     },
     /// A classic group's metadata.
     Group(String),
+    /// A consumer group's (KIP-848) epoch.
+    ConsumerGroup(String),
+    /// A consumer group member's subscription.
+    ConsumerMember {
+        /// The group.
+        group: String,
+        /// The member.
+        member: String,
+    },
+    /// A consumer group member's current assignment.
+    ConsumerAssignment {
+        /// The group.
+        group: String,
+        /// The member.
+        member: String,
+    },
     /// A record of a type not served (KIP-848 consumer groups, share groups): its key version.
     Other(i16),
 }
@@ -122,6 +140,20 @@ pub fn encode_key(key: &Key) -> Vec<u8> {
             w.i16(2);
             w.str(group);
         }
+        Key::ConsumerGroup(group) => {
+            w.i16(3);
+            w.str(group);
+        }
+        Key::ConsumerMember { group, member } => {
+            w.i16(5);
+            w.str(group);
+            w.str(member);
+        }
+        Key::ConsumerAssignment { group, member } => {
+            w.i16(8);
+            w.str(group);
+            w.str(member);
+        }
         Key::Other(v) => w.i16(*v),
     }
     w.0
@@ -138,6 +170,15 @@ pub fn decode_key(buf: &[u8]) -> Result<Key, RecordError> {
             partition: r.i32()?,
         }),
         2 => Ok(Key::Group(r.str()?)),
+        3 => Ok(Key::ConsumerGroup(r.str()?)),
+        5 => Ok(Key::ConsumerMember {
+            group: r.str()?,
+            member: r.str()?,
+        }),
+        8 => Ok(Key::ConsumerAssignment {
+            group: r.str()?,
+            member: r.str()?,
+        }),
         v if v >= 3 => Ok(Key::Other(v)),
         v => Err(RecordError::UnknownVersion {
             what: "key",
@@ -260,47 +301,47 @@ pub fn decode_group(buf: &[u8]) -> Result<GroupValue, RecordError> {
 
 /// Big-endian, non-flexible encoding (the versions written are all non-flexible).
 #[derive(Default)]
-struct Writer(Vec<u8>);
+pub(super) struct Writer(pub(super) Vec<u8>);
 
 impl Writer {
-    fn i16(&mut self, v: i16) {
+    pub(super) fn i16(&mut self, v: i16) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn i32(&mut self, v: i32) {
+    pub(super) fn i32(&mut self, v: i32) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn i64(&mut self, v: i64) {
+    pub(super) fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn str(&mut self, s: &str) {
+    pub(super) fn str(&mut self, s: &str) {
         // Names are bounded well below 32 KiB where they are accepted (group ids, topics,
         // metadata); a longer one is cut rather than written with a wrapped length.
         let b = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
         self.i16(b.len() as i16);
         self.0.extend_from_slice(b);
     }
-    fn opt_str(&mut self, s: Option<&str>) {
+    pub(super) fn opt_str(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.str(s),
             None => self.i16(-1),
         }
     }
-    fn bytes(&mut self, b: &[u8]) {
+    pub(super) fn bytes(&mut self, b: &[u8]) {
         self.i32(b.len() as i32);
         self.0.extend_from_slice(b);
     }
 }
 
 /// Reads either encoding; every length is checked against what is left.
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
-    flexible: bool,
+    pub(super) flexible: bool,
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], flexible: bool, what: &'static str) -> Self {
+    pub(super) fn new(buf: &'a [u8], flexible: bool, what: &'static str) -> Self {
         Self {
             buf,
             pos: 0,
@@ -308,28 +349,28 @@ impl<'a> Reader<'a> {
             what,
         }
     }
-    fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], RecordError> {
         let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len());
         let end = end.ok_or(RecordError::Short(self.what))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
     }
-    fn i16(&mut self) -> Result<i16, RecordError> {
+    pub(super) fn i16(&mut self) -> Result<i16, RecordError> {
         let b = self.take(2)?;
         Ok(i16::from_be_bytes([b[0], b[1]]))
     }
-    fn i32(&mut self) -> Result<i32, RecordError> {
+    pub(super) fn i32(&mut self) -> Result<i32, RecordError> {
         let b = self.take(4)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn i64(&mut self) -> Result<i64, RecordError> {
+    pub(super) fn i64(&mut self) -> Result<i64, RecordError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(i64::from_be_bytes(a))
     }
-    fn uvarint(&mut self) -> Result<u64, RecordError> {
+    pub(super) fn uvarint(&mut self) -> Result<u64, RecordError> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.take(1)?[0];
@@ -341,7 +382,7 @@ impl<'a> Reader<'a> {
         Err(RecordError::BadLength(-1, self.what))
     }
     /// A length: `None` for null.
-    fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
+    pub(super) fn len(&mut self, wide: bool) -> Result<Option<usize>, RecordError> {
         let n = if self.flexible {
             self.uvarint()? as i64 - 1
         } else if wide {
@@ -355,7 +396,7 @@ impl<'a> Reader<'a> {
             n => Ok(Some(n as usize)),
         }
     }
-    fn opt_str(&mut self) -> Result<Option<String>, RecordError> {
+    pub(super) fn opt_str(&mut self) -> Result<Option<String>, RecordError> {
         match self.len(false)? {
             None => Ok(None),
             Some(n) => {
@@ -366,20 +407,20 @@ impl<'a> Reader<'a> {
             }
         }
     }
-    fn str(&mut self) -> Result<String, RecordError> {
+    pub(super) fn str(&mut self) -> Result<String, RecordError> {
         Ok(self.opt_str()?.unwrap_or_default())
     }
-    fn bytes(&mut self) -> Result<Vec<u8>, RecordError> {
+    pub(super) fn bytes(&mut self) -> Result<Vec<u8>, RecordError> {
         match self.len(true)? {
             None => Ok(Vec::new()),
             Some(n) => Ok(self.take(n)?.to_vec()),
         }
     }
     /// An array's count; each element takes at least a byte, so a larger count lies.
-    fn count(&mut self) -> Result<usize, RecordError> {
+    pub(super) fn count(&mut self) -> Result<usize, RecordError> {
         Ok(self.len(true)?.unwrap_or(0))
     }
-    fn tags(&mut self) -> Result<(), RecordError> {
+    pub(super) fn tags(&mut self) -> Result<(), RecordError> {
         if !self.flexible {
             return Ok(());
         }
@@ -412,7 +453,7 @@ mod tests {
             Key::Group("g".into())
         );
         // A KIP-848 record is read as what it is, not an error.
-        assert_eq!(decode_key(&[0, 5, 0, 1, b'g']).unwrap(), Key::Other(5));
+        assert_eq!(decode_key(&[0, 4, 0, 1, b'g']).unwrap(), Key::Other(4));
         assert!(decode_key(&[0]).is_err());
     }
 

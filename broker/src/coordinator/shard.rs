@@ -74,9 +74,11 @@ pub struct DescribedMember {
 /// The coordinator state of one partition.
 #[derive(Debug, Default)]
 pub struct Shard {
-    cfg: GroupConfig,
-    groups: HashMap<String, Group>,
-    offsets: HashMap<String, Offsets>,
+    pub(super) cfg: GroupConfig,
+    pub(super) groups: HashMap<String, Group>,
+    /// KIP-848 consumer groups (`shard_consumer`).
+    pub(super) consumer_groups: HashMap<String, super::consumer::ConsumerGroup>,
+    pub(super) offsets: HashMap<String, Offsets>,
     /// The most a group's record may take (the topic's `max.message.bytes`).
     max_record: usize,
 }
@@ -87,6 +89,7 @@ impl Shard {
         Self {
             cfg,
             groups: HashMap::new(),
+            consumer_groups: HashMap::new(),
             offsets: HashMap::new(),
             max_record,
         }
@@ -123,6 +126,20 @@ impl Shard {
                     self.groups.remove(&group);
                 }
             },
+            Key::ConsumerGroup(ref group)
+            | Key::ConsumerMember { ref group, .. }
+            | Key::ConsumerAssignment { ref group, .. } => {
+                let key = records::decode_key(key)?;
+                if matches!(key, Key::ConsumerGroup(_)) && value.is_none() {
+                    self.consumer_groups.remove(group);
+                } else {
+                    let g = self
+                        .consumer_groups
+                        .entry(group.clone())
+                        .or_insert_with(|| super::consumer::ConsumerGroup::new(group));
+                    g.replay(&key, value, now)?;
+                }
+            }
             Key::Other(_) => {}
         }
         Ok(())
@@ -135,7 +152,7 @@ impl Shard {
 
     /// The number of groups coordinated here.
     pub fn group_count(&self) -> usize {
-        self.groups.len()
+        self.groups.len() + self.consumer_groups.len()
     }
 
     fn group_for_join(&mut self, id: &str, now: i64) -> Result<&mut Group, ErrorCode> {
@@ -244,6 +261,9 @@ impl Shard {
                 membership::tick(g, now, &mut out);
             }
         }
+        for g in self.consumer_groups.values_mut() {
+            g.tick(now, &mut out);
+        }
         self.expire_offsets(now, &mut out);
         out
     }
@@ -251,6 +271,9 @@ impl Shard {
     /// Checks who may commit: a member of this generation, or anyone while the group has no
     /// members (admin tools, consumers that assign partitions themselves).
     fn may_commit(&mut self, group: &str, who: &Committer, now: i64) -> Result<(), ErrorCode> {
+        if let Some(g) = self.consumer_groups.get_mut(group) {
+            return g.may_commit(&who.member_id, who.generation, now);
+        }
         let Some(g) = self.groups.get_mut(group) else {
             if who.generation >= 0 || !who.member_id.is_empty() {
                 return Err(ErrorCode::ILLEGAL_GENERATION);
@@ -336,14 +359,25 @@ impl Shard {
         }
     }
 
-    /// Every group: id, protocol type, state.
-    pub fn list(&self) -> Vec<(String, String, &'static str)> {
+    /// Every group: id, protocol type, state and type (`classic` or `consumer`).
+    pub fn list(&self) -> Vec<(String, String, &'static str, &'static str)> {
         let mut ids: BTreeSet<&String> = self.groups.keys().collect();
         ids.extend(self.offsets.keys());
+        ids.extend(self.consumer_groups.keys());
         ids.into_iter()
-            .map(|id| match self.groups.get(id) {
-                Some(g) => (id.clone(), g.protocol_type.clone().unwrap_or_default(), g.state.name()),
-                None => (id.clone(), String::new(), GroupState::Empty.name()),
+            .map(|id| {
+                if let Some(g) = self.consumer_groups.get(id) {
+                    return (id.clone(), "consumer".to_string(), g.state(), "consumer");
+                }
+                match self.groups.get(id) {
+                    Some(g) => (
+                        id.clone(),
+                        g.protocol_type.clone().unwrap_or_default(),
+                        g.state.name(),
+                        "classic",
+                    ),
+                    None => (id.clone(), String::new(), GroupState::Empty.name(), "classic"),
+                }
             })
             .collect()
     }
@@ -386,7 +420,16 @@ impl Shard {
         let codes = ids
             .iter()
             .map(|id| {
-                let known = self.groups.contains_key(id) || self.offsets.contains_key(id);
+                let mut found = false;
+                if let Some(g) = self.consumer_groups.get(id) {
+                    if !g.members.is_empty() {
+                        return ErrorCode::NON_EMPTY_GROUP;
+                    }
+                    self.consumer_groups.remove(id);
+                    out.record(&Key::ConsumerGroup(id.clone()), None);
+                    found = true;
+                }
+                let known = found || self.groups.contains_key(id) || self.offsets.contains_key(id);
                 if !known {
                     return ErrorCode::GROUP_ID_NOT_FOUND;
                 }
@@ -425,7 +468,10 @@ impl Shard {
         parts: &[(String, i32)],
         subscribed: &BTreeSet<String>,
     ) -> Result<(Vec<ErrorCode>, Out), ErrorCode> {
-        if !self.groups.contains_key(group) && !self.offsets.contains_key(group) {
+        if !self.groups.contains_key(group)
+            && !self.offsets.contains_key(group)
+            && !self.consumer_groups.contains_key(group)
+        {
             return Err(ErrorCode::GROUP_ID_NOT_FOUND);
         }
         let mut out = Out::default();
@@ -459,6 +505,9 @@ impl Shard {
         let retention = self.cfg.offsets_retention_ms;
         let mut emptied = Vec::new();
         for (id, offsets) in self.offsets.iter_mut() {
+            if self.consumer_groups.get(id).is_some_and(|g| !g.members.is_empty()) {
+                continue;
+            }
             let since = match self.groups.get(id) {
                 Some(g) if g.state != GroupState::Empty => continue,
                 Some(g) if g.protocol_type.is_some() => Some(g.state_timestamp),

@@ -57,6 +57,8 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::DescribeGroups, 0, 0, 6),
     api(ApiKey::DeleteGroups, 0, 0, 2),
     api(ApiKey::OffsetDelete, 0, 0, 0),
+    api(ApiKey::ConsumerGroupHeartbeat, 0, 0, 1),
+    api(ApiKey::ConsumerGroupDescribe, 0, 0, 1),
     api(ApiKey::InitProducerId, 0, 0, 4),
     api(ApiKey::ApiVersions, 0, 0, 4),
     api(ApiKey::CreateTopics, 2, 2, 7),

@@ -390,7 +390,7 @@ pub async fn leave_group(groups: &Groups, req: LeaveGroupRequest, version: i16) 
 }
 
 /// Answers ListGroups with the groups of every partition coordinated here, filtered by state
-/// (v4) and type (v5: every group here is `classic`).
+/// (v4) and type (v5: `classic` or `consumer`).
 pub async fn list_groups(groups: &Groups, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
@@ -402,9 +402,9 @@ pub async fn list_groups(groups: &Groups, req: ListGroupsRequest, version: i16) 
     let mut r = ListGroupsResponse::default();
     r.groups = listed
         .into_iter()
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(id, protocol_type, state)| {
+        .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_lowercase()))
+        .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .map(|(id, protocol_type, state, kind)| {
             let mut g = ListedGroup::default();
             g.group_id = GroupId(s(&id));
             g.protocol_type = s(&protocol_type);
@@ -412,7 +412,7 @@ pub async fn list_groups(groups: &Groups, req: ListGroupsRequest, version: i16) 
                 g.group_state = s(state);
             }
             if version >= 5 {
-                g.group_type = s("classic");
+                g.group_type = s(kind);
             }
             g
         })

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod apis;
 pub mod configs;
+pub mod consumer_groups;
 pub mod data;
 pub mod delete_records;
 pub mod frame;
@@ -29,12 +30,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeGroupsRequest, DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, ResponseHeader, SyncGroupRequest,
+    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
@@ -302,9 +303,11 @@ async fn handle(
         | ApiKey::ListGroups
         | ApiKey::DescribeGroups
         | ApiKey::DeleteGroups
-        | ApiKey::OffsetDelete => {
+        | ApiKey::OffsetDelete
+        | ApiKey::ConsumerGroupHeartbeat
+        | ApiKey::ConsumerGroupDescribe => {
             let client = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-            group_api(api, version, c, &ctx.groups, &mut frame, host, &client).await
+            group_api(api, version, c, core, &ctx.groups, &mut frame, host, &client).await
         }
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -352,10 +355,12 @@ struct Context {
 }
 
 /// Decodes a group or offset request, has the coordinator carry it out, and encodes the answer.
+#[allow(clippy::too_many_arguments)]
 async fn group_api(
     api: ApiKey,
     version: i16,
     c: i32,
+    core: &BrokerCore,
     g: &groups::Groups,
     frame: &mut Bytes,
     host: &str,
@@ -402,6 +407,19 @@ async fn group_api(
         ApiKey::DeleteGroups => {
             let req = DeleteGroupsRequest::decode(frame, version).map_err(malformed)?;
             respond(api, version, c, &groups::delete_groups(g, req).await)
+        }
+        ApiKey::ConsumerGroupHeartbeat => {
+            let req = ConsumerGroupHeartbeatRequest::decode(frame, version).map_err(malformed)?;
+            respond(
+                api,
+                version,
+                c,
+                &consumer_groups::heartbeat(g, core, req, host, client).await,
+            )
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let req = ConsumerGroupDescribeRequest::decode(frame, version).map_err(malformed)?;
+            respond(api, version, c, &consumer_groups::describe(g, core, req).await)
         }
         _ => {
             let req = OffsetDeleteRequest::decode(frame, version).map_err(malformed)?;

@@ -42,6 +42,7 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::ListGroups => v >= 3,
         ApiKey::DescribeGroups => v >= 5,
         ApiKey::DeleteGroups => v >= 2,
+        ApiKey::ConsumerGroupHeartbeat | ApiKey::ConsumerGroupDescribe => true,
         _ => false,
     };
     Some((fields.into_iter().flatten().collect(), flexible))
@@ -215,6 +216,19 @@ fn group_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
         ApiKey::DescribeGroups => vec![Some(Field::Strs), when(v >= 3, I8)],
         ApiKey::DeleteGroups => vec![Some(Field::Strs)],
         ApiKey::OffsetDelete => vec![Some(s.clone()), Some(arr(vec![s, arr(vec![I32])]))],
+        ApiKey::ConsumerGroupHeartbeat => vec![
+            Some(s.clone()),
+            Some(s.clone()),
+            Some(I32),
+            Some(s.clone()),
+            Some(s.clone()),
+            Some(I32),
+            Some(Field::Strs),
+            when(v >= 1, s.clone()),
+            Some(s),
+            Some(arr(vec![UUID, Field::Ints(4)])),
+        ],
+        ApiKey::ConsumerGroupDescribe => vec![Some(Field::Strs), Some(I8)],
         _ => return None,
     })
 }
