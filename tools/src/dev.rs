@@ -240,7 +240,7 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
     let kafka: Vec<String> = nodes.iter().filter_map(|n| n.kafka_addr().map(String::from)).collect();
     if !kafka.is_empty() {
         println!(
-            "kafka bootstrap: {} (Kafka's clients and admin tools; no consumer groups or transactions yet)",
+            "kafka bootstrap: {} (Kafka's clients, consumer groups and admin tools; no transactions yet)",
             kafka.join(",")
         );
     }
