@@ -1,12 +1,15 @@
-//! A real ZooKeeper-mode Apache Kafka 3.9 cluster for the migration test: brokers started from
-//! Kafka's Maven jars (`tools/kafka-jars.sh`) on loopback, each with two log dirs, and Kafka's
-//! own tools of the same version.
+//! A real ZooKeeper-mode Apache Kafka 3.9 cluster for the migration tests: brokers started from
+//! Kafka's Maven jars (`tools/kafka-jars.sh`) on loopback, each with two log dirs, Kafka's own
+//! tools of the same version, and Ferry's quorum and brokers taking the cluster over.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use zookeeper_client as zkc;
+
+use crate::ProcNode;
 
 /// The last Kafka line with ZooKeeper mode.
 pub const VERSION: &str = "3.9.1";
@@ -49,6 +52,11 @@ pub struct ZkBroker {
 impl ZkBroker {
     /// Starts broker `id` under `dir`, registering in ZooKeeper at `zookeeper` (with chroot).
     pub fn start(jars: &Path, dir: &Path, id: i32, zookeeper: &str) -> Self {
+        Self::start_with(jars, dir, id, zookeeper, "")
+    }
+
+    /// [`ZkBroker::start`] with `extra` lines appended to its `server.properties`.
+    pub fn start_with(jars: &Path, dir: &Path, id: i32, zookeeper: &str, extra: &str) -> Self {
         let addr = format!("127.0.0.1:{}", crate::free_port());
         let log_dirs = [dir.join(format!("kafka{id}-a")), dir.join(format!("kafka{id}-b"))];
         let props = dir.join(format!("kafka{id}.properties"));
@@ -60,7 +68,7 @@ impl ZkBroker {
                 "broker.id={id}\nzookeeper.connect={zookeeper}\nlisteners=PLAINTEXT://{addr}\n\
                  log.dirs={},{}\noffsets.topic.replication.factor=1\nauto.create.topics.enable=false\n\
                  zookeeper.session.timeout.ms=6000\ncontrolled.shutdown.max.retries=1\n\
-                 controlled.shutdown.retry.backoff.ms=500\nnum.network.threads=2\nnum.io.threads=2\n",
+                 controlled.shutdown.retry.backoff.ms=500\nnum.network.threads=2\nnum.io.threads=2\n{extra}",
                 log_dirs[0].display(),
                 log_dirs[1].display()
             ),
@@ -134,4 +142,91 @@ pub async fn wait_registered(zk: &zkc::Client, chroot: &str, n: usize) -> i32 {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{n} Kafka brokers did not register in ZooKeeper within 120 s");
+}
+
+/// Ferry taking over a stopped ZooKeeper-mode Kafka cluster: its quorum (nodes 11 to 13, as
+/// processes) and then brokers with the Kafka brokers' ids on their log dirs.
+pub struct Takeover {
+    /// The quorum nodes' addresses by id.
+    pub peers: BTreeMap<u64, String>,
+    /// The quorum as a `--bootstrap-server` / `--quorum` list.
+    pub quorum: String,
+    /// The cluster credential file the first quorum node writes.
+    pub credential: String,
+    /// The quorum nodes, then the brokers.
+    pub nodes: Vec<ProcNode>,
+}
+
+impl Takeover {
+    /// Starts the quorum with data dirs `n11`.. under `root` and waits for its credential file.
+    /// Blocks: call it from a blocking context.
+    pub fn start_quorum(root: &Path) -> Self {
+        let peers: BTreeMap<u64, String> = (11..=13)
+            .map(|id| (id, format!("127.0.0.1:{}", crate::free_port())))
+            .collect();
+        let quorum = peers.values().cloned().collect::<Vec<_>>().join(",");
+        let credential = crate::credential_file(&root.join("n11"));
+        let mut nodes: Vec<ProcNode> = peers
+            .iter()
+            .map(|(id, addr)| {
+                ProcNode::new(*id, addr, &root.join(format!("n{id}")), &peers, false).with_args(&["--roles", "quorum"])
+            })
+            .collect();
+        nodes.iter_mut().for_each(ProcNode::spawn);
+        crate::wait_for_file(&credential);
+        Self {
+            peers,
+            quorum,
+            credential,
+            nodes,
+        }
+    }
+
+    /// Runs `ferry migrate-zk` from `zookeeper` (with chroot) into the quorum, plus `extra`
+    /// flags: (exit code, stdout, stderr). Blocks.
+    pub fn migrate(&self, zookeeper: &str, extra: &[&str]) -> (i32, String, String) {
+        let mut args = vec![
+            "migrate-zk",
+            "--zookeeper",
+            zookeeper,
+            "--bootstrap-server",
+            &self.quorum,
+            "--cluster-credential-file",
+            &self.credential,
+        ];
+        args.extend_from_slice(extra);
+        crate::run_ferry(&args)
+    }
+
+    /// Starts a Ferry broker for each Kafka broker, with its id and on its log dirs (data dirs
+    /// `b<id>` under `root`); their Kafka listeners as a bootstrap list.
+    pub fn start_brokers(&mut self, root: &Path, kafka: &[ZkBroker]) -> String {
+        let mut listeners = Vec::new();
+        for b in kafka {
+            let dirs = format!("{},{}", b.log_dirs[0].display(), b.log_dirs[1].display());
+            let kafka_addr = format!("127.0.0.1:{}", crate::free_port());
+            let addr = format!("127.0.0.1:{}", crate::free_port());
+            let mut n = ProcNode::new(
+                b.id as u64,
+                &addr,
+                &root.join(format!("b{}", b.id)),
+                &Default::default(),
+                false,
+            )
+            .with_args(&[
+                "--roles",
+                "broker",
+                "--quorum",
+                &self.quorum,
+                "--cluster-credential-file",
+                &self.credential,
+            ])
+            .with_args(&["--log-dirs", &dirs, "--kafka-listen", &kafka_addr])
+            .with_args(&["--replica-lag-time-max-ms", "2000"]);
+            n.spawn();
+            self.nodes.push(n);
+            listeners.push(kafka_addr);
+        }
+        listeners.join(",")
+    }
 }

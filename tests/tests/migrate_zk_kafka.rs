@@ -5,7 +5,6 @@
 //! refused and changes nothing), every record reads back identical through the Kafka protocol,
 //! Ferry completes one move and cancels the other, and ZooKeeper is never written.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -13,9 +12,9 @@ use std::time::{Duration, Instant};
 use proto::ferry::PartitionState;
 use proto::keys;
 use tests::kafka::run;
-use tests::kafka_zk::{self, run_tool, ZkBroker};
+use tests::kafka_zk::{self, run_tool, Takeover, ZkBroker};
 use tests::zk::{dump, ZkServer};
-use tests::{run_ferry, wait_until, ProcNode};
+use tests::{run_ferry, wait_until};
 
 const CHROOT: &str = "/kafka";
 const TOPICS: &[&str] = &["orders", "events", "legacy"];
@@ -247,32 +246,11 @@ async fn a_zookeeper_kafka_cluster_moves_to_ferry_with_its_data_in_place() {
     let zk_before = dump(&zkc, CHROOT).await;
 
     // Ferry's quorum (nodes 11-13), then the import.
-    let peers: BTreeMap<u64, String> = (11..=13)
-        .map(|id| (id, format!("127.0.0.1:{}", tests::free_port())))
-        .collect();
-    let quorum = peers.values().cloned().collect::<Vec<_>>().join(",");
-    let credential = tests::credential_file(&root.join("n11"));
-    let mut nodes: Vec<ProcNode> = peers
-        .iter()
-        .map(|(id, addr)| {
-            ProcNode::new(*id, addr, &root.join(format!("n{id}")), &peers, false).with_args(&["--roles", "quorum"])
-        })
-        .collect();
-    nodes.iter_mut().for_each(ProcNode::spawn);
-    blocking(|| tests::wait_for_file(&credential));
+    let mut ferry = blocking(|| Takeover::start_quorum(root));
+    let (peers, quorum, credential) = (ferry.peers.clone(), ferry.quorum.clone(), ferry.credential.clone());
     let migrate = |extra: &[&str]| {
-        let mut args = vec![
-            "migrate-zk",
-            "--zookeeper",
-            &zk_connect,
-            "--bootstrap-server",
-            &quorum,
-            "--cluster-credential-file",
-            &credential,
-        ];
-        args.extend_from_slice(extra);
         let started = Instant::now();
-        let (code, out, err) = blocking(|| run_ferry(&args));
+        let (code, out, err) = blocking(|| ferry.migrate(&zk_connect, extra));
         (code, out, err, started.elapsed())
     };
     // A broker started on Kafka's dirs before the import, or with another broker's id, is
@@ -316,32 +294,8 @@ async fn a_zookeeper_kafka_cluster_moves_to_ferry_with_its_data_in_place() {
     assert!(out.starts_with("No differences"), "{out}");
 
     // Ferry brokers 1-3 on the dirs Kafka wrote.
-    let kafka_addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", tests::free_port())).collect();
     let started = Instant::now();
-    for (i, b) in kafka.iter().enumerate() {
-        let dirs = format!("{},{}", b.log_dirs[0].display(), b.log_dirs[1].display());
-        let addr = format!("127.0.0.1:{}", tests::free_port());
-        let mut n = ProcNode::new(
-            b.id as u64,
-            &addr,
-            &root.join(format!("b{}", b.id)),
-            &Default::default(),
-            false,
-        )
-        .with_args(&[
-            "--roles",
-            "broker",
-            "--quorum",
-            &quorum,
-            "--cluster-credential-file",
-            &credential,
-        ])
-        .with_args(&["--log-dirs", &dirs, "--kafka-listen", &kafka_addrs[i]])
-        .with_args(&["--replica-lag-time-max-ms", "2000"]);
-        n.spawn();
-        nodes.push(n);
-    }
-    let fb = kafka_addrs.join(",");
+    let fb = ferry.start_brokers(root, &kafka);
     let mut read = None;
     for _ in 0..600 {
         read = blocking(|| read_all(&fb)).filter(|r| r.len() == written.len());

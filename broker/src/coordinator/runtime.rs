@@ -337,12 +337,24 @@ impl Runtime {
             let mut buf = Bytes::from(raw);
             let mut last = offset;
             while !buf.is_empty() {
-                let set = match RecordBatchDecoder::decode(&mut buf) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        skipped += 1;
-                        break;
+                // The batch's own header says where it ends, so one that cannot be decoded (an
+                // old message format, say) is skipped rather than stopping the load.
+                let extent = batch_extent(&buf);
+                let mut attempt = buf.clone();
+                let set = match RecordBatchDecoder::decode(&mut attempt) {
+                    Ok(s) => {
+                        buf = attempt;
+                        s
                     }
+                    Err(_) => match extent.filter(|(len, _)| *len <= buf.len()) {
+                        Some((len, next)) => {
+                            skipped += 1;
+                            last = last.max(next);
+                            let _ = buf.split_to(len);
+                            continue;
+                        }
+                        None => break,
+                    },
                 };
                 for r in set.records {
                     last = last.max(r.offset + 1);
@@ -369,6 +381,19 @@ impl Runtime {
         }
         Ok(shard)
     }
+}
+
+/// A stored batch's length and the offset after it, from the first 12 bytes every message
+/// format shares (offset, then length): a v2 batch's offset is its first and its header
+/// counts the rest; an old message set's offset is its last.
+fn batch_extent(buf: &[u8]) -> Option<(usize, i64)> {
+    if let Ok(Some(h)) = crate::record_batch::peek_header(buf) {
+        return Some((h.total_len, h.next_offset()));
+    }
+    let offset = i64::from_be_bytes(buf.get(0..8)?.try_into().ok()?);
+    let len = i32::from_be_bytes(buf.get(8..12)?.try_into().ok()?);
+    let len = usize::try_from(len).ok()?.checked_add(12)?;
+    Some((len, offset.checked_add(1)?))
 }
 
 /// The records as batches of at most `max` bytes each (one record at least).
@@ -423,6 +448,20 @@ fn batches(records: &[(Vec<u8>, Option<Vec<u8>>)], max: usize, epoch: u32, now: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_of_any_format_is_measured_so_that_an_unreadable_one_can_be_skipped() {
+        let v2 = batches(&[(b"k".to_vec(), None)], 1 << 20, 0, 0).remove(0);
+        assert_eq!(batch_extent(&v2), Some((v2.len(), 1)));
+        // An old message set: offset 5, then 3 bytes.
+        let mut old = 5i64.to_be_bytes().to_vec();
+        old.extend_from_slice(&3i32.to_be_bytes());
+        old.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(batch_extent(&old), Some((15, 6)));
+        old[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(batch_extent(&old), None);
+        assert_eq!(batch_extent(&[0; 5]), None);
+    }
 
     #[test]
     fn records_split_into_batches_that_decode_back() {
