@@ -37,14 +37,15 @@ if [ ${#need[@]} -gt 0 ]; then
   apt_install "${need[@]}"
 fi
 
-# Python clients the tests drive: grpcio-reflection (server reflection, v1alpha), kafka-python.
-if ! python3 -c 'import grpc, grpc_reflection.v1alpha.proto_reflection_descriptor_database, kafka' >/dev/null 2>&1; then
+# Python clients the tests drive: grpcio-reflection (server reflection, v1alpha), kafka-python,
+# confluent-kafka (librdkafka's Python client, with its own librdkafka).
+if ! python3 -c 'import grpc, grpc_reflection.v1alpha.proto_reflection_descriptor_database, kafka, confluent_kafka' >/dev/null 2>&1; then
   if ! python3 -m pip --version >/dev/null 2>&1; then
     apt_install python3-pip
   fi
   # A distribution's own Python refuses pip installs (PEP 668) unless told otherwise; these
   # packages only add modules, so that is safe on a test machine.
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet grpcio grpcio-reflection kafka-python
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet grpcio grpcio-reflection kafka-python confluent-kafka
 fi
 
 # Kafka's own Java tools (kafka-topics, the console clients, kafka-reassign-partitions, ...), from

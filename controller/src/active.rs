@@ -189,6 +189,26 @@ async fn claim(node_id: u64, term: u64, client: &Client) -> bool {
     }
 }
 
+/// Gives a new cluster its id (`/cluster/id`), as a Kafka cluster has one from its first start:
+/// 16 random bytes in Kafka's text form. A migrated cluster keeps the id it brought; the write
+/// is guarded absent, so it never replaces one.
+async fn ensure_cluster_id(client: &Client, term: u64) {
+    let record = proto::ferry::ClusterIdRecord {
+        id: proto::kafka_uuid::encode(uuid::Uuid::new_v4()),
+    };
+    let deposed = Refusal::new(ErrorCode::NOT_CONTROLLER, format!("term {term} no longer leads"));
+    let runner = Runner::new(client, "cluster id", deposed).fenced(term);
+    let plan = Plan::write(
+        vec![crate::store::at_revision(keys::CLUSTER_ID.into(), 0)],
+        vec![put_op(keys::CLUSTER_ID.into(), &record)],
+        (),
+    );
+    if let Err(e) = runner.write(plan).await {
+        // Written at the next term's start; answers name no id until then.
+        tracing::warn!(error = %e, "cannot write the cluster id");
+    }
+}
+
 /// What a batch of followed events changed: the partitions, and whether every partition must be
 /// looked at (after a reset or a broker change).
 #[derive(Default)]
@@ -323,6 +343,7 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
         return;
     }
     tracing::info!(node_id, term, "active controller");
+    ensure_cluster_id(client, term).await;
     let mut follow = client.follow("/brokers/");
     let mut view = ClusterView::default();
     let mut loaded = false;

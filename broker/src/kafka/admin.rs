@@ -313,10 +313,10 @@ pub async fn list_partition_reassignments(
 
 /// DescribeCluster from this broker's metadata: the brokers with a Kafka listener, and this
 /// broker named as the controller, since it takes admin requests (as in Metadata).
-pub fn describe_cluster(view: &ClusterView, this: i32) -> DescribeClusterResponse {
+pub fn describe_cluster(view: &ClusterView, this: i32, cluster_id: String) -> DescribeClusterResponse {
     let mut r = DescribeClusterResponse::default();
     r.controller_id = BrokerId(this);
-    r.cluster_id = StrBytes::from_static_str("ferry");
+    r.cluster_id = StrBytes::from_string(cluster_id);
     r.brokers = super::apis::kafka_brokers(view)
         .map(|b| {
             let mut m = DescribeClusterBroker::default();

@@ -57,8 +57,11 @@ pub async fn serve(
     listener: TcpListener,
     core: Arc<BrokerCore>,
     controller: Option<ControllerChannels>,
+    metastore: metastore::Client,
     max_request_bytes: usize,
 ) {
+    let cluster_id = Arc::new(std::sync::OnceLock::new());
+    let _cluster_id = AbortOnDrop(tokio::spawn(read_cluster_id(metastore, cluster_id.clone())));
     let runtime = crate::coordinator::runtime::Runtime::new(
         Arc::new(crate::coordinator::broker_log::BrokerOffsetsLog(core.clone())),
         crate::coordinator::group::GroupConfig::default(),
@@ -69,6 +72,7 @@ pub async fn serve(
         ids: ProducerIds::new(core.id, core.config.clock.wall_ms()),
         controller,
         groups: groups::Groups::new(runtime),
+        cluster_id,
     });
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -260,6 +264,12 @@ async fn handle(
                 // v0 has no internal flag, and a field a version lacks must keep its default.
                 answer.topics.iter_mut().for_each(|t| t.is_internal = false);
             }
+            if version >= 2 {
+                answer.cluster_id = ctx
+                    .cluster_id
+                    .get()
+                    .map(|id| kafka_protocol::protocol::StrBytes::from_string(id.clone()));
+            }
             respond(api, version, c, &answer)
         }
         ApiKey::Produce => {
@@ -311,7 +321,13 @@ async fn handle(
         }
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &admin::describe_cluster(&core.view.read(), core.id))
+            let id = ctx.cluster_id.get().cloned().unwrap_or_default();
+            respond(
+                api,
+                version,
+                c,
+                &admin::describe_cluster(&core.view.read(), core.id, id),
+            )
         }
         ApiKey::DescribeLogDirs => {
             let req = DescribeLogDirsRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -352,6 +368,25 @@ struct Context {
     ids: ProducerIds,
     controller: Option<ControllerChannels>,
     groups: groups::Groups,
+    /// The cluster's id (`/cluster/id`), once read.
+    cluster_id: Arc<std::sync::OnceLock<String>>,
+}
+
+/// Reads the cluster's id until it is there (the active controller writes it when a cluster
+/// first forms); Metadata and DescribeCluster answer it, as Kafka always does.
+async fn read_cluster_id(client: metastore::Client, into: Arc<std::sync::OnceLock<String>>) {
+    loop {
+        if let Ok(Some(kv)) = client.get(proto::keys::CLUSTER_ID).await {
+            match <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref()) {
+                Ok(r) => {
+                    let _ = into.set(r.id);
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "{} is undecodable", proto::keys::CLUSTER_ID),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Decodes a group or offset request, has the coordinator carry it out, and encodes the answer.
