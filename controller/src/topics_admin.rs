@@ -219,8 +219,15 @@ pub async fn create_topics(
             error_message: e.message,
         });
     }
-    // One read for the whole request: each topic's write is guarded on its own key.
-    let names: Vec<String> = req.topics.iter().map(|t| t.topic.clone()).collect();
+    // One read for the whole request: each topic's write is guarded on its own key. A name that
+    // breaks Kafka's rules is not read (a huge one would not even fit a key): its own check
+    // answers it, with INVALID_TOPIC_EXCEPTION.
+    let names: Vec<String> = req
+        .topics
+        .iter()
+        .filter(|t| validate_topic_name(&t.topic).is_ok())
+        .map(|t| t.topic.clone())
+        .collect();
     let view = load_topics_view(client, &names, TopicDepth::FirstPartition).await?;
     let mut seen = BTreeSet::new();
     let mut results = Vec::with_capacity(req.topics.len());
