@@ -3,8 +3,10 @@
 //! `recovery-point-offset-checkpoint` (the offset below which the log is synced). Each is
 //! version `0`, a count, then `topic partition offset` lines, replaced atomically every
 //! [`INTERVAL`] when it changed (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
-//! Ferry recovers from the segments themselves and does not read them back; they are there so
-//! that a log dir reads as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
+//! Ferry recovers from the segments themselves and reads back only the log start offsets (a
+//! start DeleteRecords put inside a segment has no other record; [`log_starts`] at open, and
+//! [`write_log_starts_now`] before DeleteRecords answers); the rest are there so that a log dir
+//! reads as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::partition_log::{LogConfig, LogError, PartitionLog};
 use crate::replica_manager::BrokerCore;
 
 /// How often the files are brought up to date.
@@ -25,6 +28,10 @@ pub const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
 
 /// One replica's line in a checkpoint file.
 pub type Entry = (String, u32, i64);
+
+/// One writer at a time (the timer's and DeleteRecords'), each gathering under it: an older
+/// text never replaces a newer one.
+static WRITING: parking_lot::Mutex<()> = parking_lot::const_mutex(());
 
 /// A checkpoint file's text: version 0, the count, one line per replica, in name order.
 pub fn encode(entries: &[Entry]) -> String {
@@ -86,7 +93,7 @@ fn gather(core: &BrokerCore) -> BTreeMap<PathBuf, Vec<Row>> {
 }
 
 /// Replaces `dir/name` with `text`: a temporary file, synced, renamed over it.
-fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+pub(crate) fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(text.as_bytes())?;
@@ -94,8 +101,58 @@ fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     std::fs::rename(&tmp, dir.join(name))
 }
 
+/// The log start offsets that `dir`'s checkpoint remembers, by replica; none when the file is
+/// missing or damaged (the segments' own bases then stand).
+pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
+    let path = dir.join(LOG_START);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %path.display(), error = %e, "reading a checkpoint file");
+            }
+            return HashMap::new();
+        }
+    };
+    match parse(&text) {
+        Some(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
+        None => {
+            tracing::warn!(path = %path.display(), "a checkpoint file is damaged; not read");
+            HashMap::new()
+        }
+    }
+}
+
+/// The log start checkpoints of the dirs a broker opens, each read once.
+#[derive(Debug, Default)]
+pub struct LogStarts(HashMap<PathBuf, HashMap<(String, u32), i64>>);
+
+impl LogStarts {
+    /// Opens the replica of `topic`-`partition` in `dir` at the log start its checkpoint has.
+    pub fn open(&mut self, dir: &Path, topic: &str, partition: u32, cfg: LogConfig) -> Result<PartitionLog, LogError> {
+        let starts = self.0.entry(dir.to_path_buf()).or_insert_with(|| log_starts(dir));
+        let mut log = PartitionLog::open(&dir.join(crate::log_dirs::replica_folder(topic, partition)), cfg)?;
+        if let Some(&start) = starts.get(&(topic.to_string(), partition)) {
+            log.restore_log_start(start)?;
+        }
+        Ok(log)
+    }
+}
+
+/// Writes `dir`'s log start checkpoint now, synced (DeleteRecords answers after it).
+pub fn write_log_starts_now(core: &BrokerCore, dir: &Path) -> std::io::Result<()> {
+    let _one = WRITING.lock();
+    let rows = gather(core).remove(dir).unwrap_or_default();
+    let entries: Vec<Entry> = rows
+        .iter()
+        .map(|r| (r.topic.clone(), r.partition, r.offsets[1]))
+        .collect();
+    replace(dir, LOG_START, &encode(&entries))
+}
+
 /// Writes every file whose text changed since `last`; a dir that is offline is skipped.
 fn write_changed(core: &BrokerCore, last: &mut HashMap<PathBuf, String>) {
+    let _one = WRITING.lock();
     for (dir, rows) in gather(core) {
         if core.dirs.offline_reason(&dir).is_some() {
             continue;
@@ -158,6 +215,39 @@ mod tests {
         assert_eq!(back, want);
         assert_eq!(encode(&[]), "0\n0\n");
         assert_eq!(parse("0\n0\n"), Some(vec![]));
+    }
+
+    #[test]
+    fn a_broker_opens_its_replicas_at_the_log_starts_it_checkpointed() {
+        use crate::partition_log::{LogConfig, PartitionLog};
+        use crate::replica_manager::DataConfig;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap().join("d1");
+        {
+            let mut log = PartitionLog::open(&dir.join("t-0"), LogConfig::default()).unwrap();
+            log.append_as_leader(&["a", "b", "c", "d", "e", "f"], 1, 0).unwrap();
+            PartitionLog::open(&dir.join("u-0"), LogConfig::default()).unwrap();
+        }
+        let start_of = |core: &BrokerCore, t: &str| core.replicas.read()[&(t.to_string(), 0)].log().log_start_offset();
+        let core = BrokerCore::open(1, vec![dir.clone()], DataConfig::default()).unwrap();
+        assert_eq!(start_of(&core, "t"), 0, "no checkpoint yet");
+        // DeleteRecords moves a start inside the segment and checkpoints it before answering.
+        core.replicas.read()[&("t".to_string(), 0)]
+            .log()
+            .increment_log_start(4)
+            .unwrap();
+        write_log_starts_now(&core, &dir).unwrap();
+        assert_eq!(log_starts(&dir)[&("t".to_string(), 0)], 4);
+        core.close();
+        drop(core);
+        let core = BrokerCore::open(1, vec![dir.clone()], DataConfig::default()).unwrap();
+        assert_eq!((start_of(&core, "t"), start_of(&core, "u")), (4, 0));
+        // A damaged file is not read: the segments' bases stand.
+        core.close();
+        drop(core);
+        std::fs::write(dir.join(LOG_START), "0\n5\nt 0 4\n").unwrap();
+        let core = BrokerCore::open(1, vec![dir], DataConfig::default()).unwrap();
+        assert_eq!(start_of(&core, "t"), 0);
     }
 
     #[test]

@@ -169,13 +169,25 @@ async fn copy_from_leader(
         if resp.error_code != 0 {
             let code = ErrorCode(resp.error_code);
             if code == ErrorCode::OFFSET_OUT_OF_RANGE {
-                // Ahead of the leader without an epoch to compare: the leader's log is the truth.
                 let mut log = r.log();
                 let leader_end = resp.log_end_offset.max(0);
                 if leader_end < log.log_end_offset() {
+                    // Ahead of the leader without an epoch to compare: the leader's log is the truth.
                     let leo = r.truncate_log(&mut log, leader_end)?;
                     drop(log);
                     clamp_high_watermark(r, leo);
+                } else if resp.log_start_offset > log.log_end_offset() {
+                    // Behind the leader's log start (its retention or DeleteRecords went past
+                    // what this replica has): start over there, as Kafka's follower does.
+                    tracing::info!(replica = %r.name(), from = log.log_end_offset(), to = resp.log_start_offset, "starting the log over at the leader's log start");
+                    r.truncations.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    log.reset_to(resp.log_start_offset)?;
+                    drop(log);
+                    // Everything below the leader's start is committed there.
+                    r.state().high_watermark = resp.log_start_offset;
+                    let leo = r.log().log_end_offset();
+                    next = request(leo, core.follower_throttle(r));
+                    continue;
                 }
             }
             if awaits_metadata(code) && waits < MAX_WAITS_ON_STREAM {
@@ -201,6 +213,10 @@ async fn copy_from_leader(
                     .replication_bytes_in
                     .add(resp.throttled, resp.batches.len());
             }
+            // The leader's log start, up to what this replica holds committed (Kafka's
+            // follower moves its own the same way; retention then deletes below it).
+            let hw = resp.high_watermark.min(log.log_end_offset());
+            log.increment_log_start(resp.log_start_offset.min(hw))?;
             log.log_end_offset()
         };
         // The leader's watermark is the truth, even when it is lower than ours (after an

@@ -232,6 +232,11 @@ fn copy_step(r: &Replica, chunk: usize, whole_files: bool) -> Result<Step, LogEr
         return Ok(Step::NoFuture);
     };
     let from = f.log.log_end_offset();
+    if from < log.log_start_offset() {
+        // Retention or DeleteRecords went past all the copy holds: it starts over at the start.
+        f.log.reset_to(log.log_start_offset())?;
+        return Ok(Step::Copied(0));
+    }
     if from >= log.log_end_offset() {
         return Ok(Step::CaughtUp);
     }
@@ -290,6 +295,7 @@ fn swap(r: &Replica, copied: &prometheus::IntCounter, pause_ms: u64) -> Result<O
     };
     // The new current log syncs its segments as they seal, as every live log does.
     let cfg = log.config().clone();
+    let start = log.log_start_offset();
     let current = log.dir().to_path_buf();
     let future = f.log.dir().to_path_buf();
     drop(f);
@@ -305,7 +311,10 @@ fn swap(r: &Replica, copied: &prometheus::IntCounter, pause_ms: u64) -> Result<O
         std::thread::sleep(std::time::Duration::from_millis(pause_ms));
     }
     rename_durably(&future, &target)?;
-    let opened = PartitionLog::open(&target, cfg)?;
+    let mut opened = PartitionLog::open(&target, cfg)?;
+    // A start inside a segment (DeleteRecords) is not in the files; the checkpoint of the new
+    // dir has it from its next write on.
+    opened.restore_log_start(start)?;
     // The old log's open files point into the renamed folder; they close here.
     *log = opened;
     Ok(Some(replaced))
@@ -316,5 +325,61 @@ fn rename_durably(from: &Path, to: &Path) -> Result<(), LogError> {
     match to.parent() {
         Some(parent) => sync_dir(parent),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> LogConfig {
+        LogConfig {
+            segment_bytes: 300,
+            ..LogConfig::default()
+        }
+    }
+
+    /// Copies until the future log has caught up; its log end offset.
+    fn copy_all(r: &Replica, whole_files: bool) -> i64 {
+        for _ in 0..1000 {
+            if let Step::CaughtUp = copy_step(r, 1 << 20, whole_files).unwrap() {
+                return r.future().as_ref().unwrap().log.log_end_offset();
+            }
+        }
+        panic!("the copy never caught up");
+    }
+
+    #[test]
+    fn a_copy_below_a_log_start_that_moved_starts_over_there() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(&tmp.path().join("a/t-0"), small()).unwrap();
+        for o in 0..30 {
+            log.append_as_leader(&[format!("record {o:04}")], 1, o).unwrap();
+        }
+        let r = Replica::new("t".into(), 0, 1, log, proto::clock::Clock::system());
+        let future = PartitionLog::open(&tmp.path().join("b/t-0.move"), small()).unwrap();
+        *r.future() = Some(FutureLog {
+            log: future,
+            dest: tmp.path().join("b"),
+            copied_bytes: 0,
+            whole_files: true,
+            for_reassignment: false,
+        });
+        copy_step(&r, 1 << 20, true).unwrap();
+        // Retention deletes past what the copy holds, then DeleteRecords moves the start
+        // inside a segment: the copy starts over at the start, whole files and batches alike.
+        let start = {
+            let mut log = r.log();
+            log.delete_oldest_segments(3).unwrap();
+            let inside = log.log_start_offset() + 1;
+            log.increment_log_start(inside).unwrap();
+            inside
+        };
+        assert_eq!(copy_all(&r, true), 30);
+        let want = r.log().read_records(start, 1 << 20, 30).unwrap();
+        let fut = r.future();
+        let f = &fut.as_ref().unwrap().log;
+        assert!(f.log_start_offset() <= start);
+        assert_eq!(f.read_records(start, 1 << 20, 30).unwrap(), want);
     }
 }

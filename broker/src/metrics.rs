@@ -87,6 +87,18 @@ pub fn register(core: &Arc<BrokerCore>, registry: &Registry) -> prometheus::Resu
         )?,
         pulling(
             core,
+            "ferry_group_coordinator_partitions",
+            "__consumer_offsets partitions whose groups this broker coordinates (it leads them).",
+            |c| c.coordinator.partitions.load(std::sync::atomic::Ordering::Relaxed),
+        )?,
+        pulling(
+            core,
+            "ferry_group_coordinator_groups",
+            "Consumer groups this broker coordinates.",
+            |c| c.coordinator.groups.load(std::sync::atomic::Ordering::Relaxed),
+        )?,
+        pulling(
+            core,
             "ferry_offline_log_dirs",
             "Log dirs of this broker that failed and are offline.",
             |c| c.dirs.offline().len(),

@@ -163,12 +163,15 @@ impl Broker {
             tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
             tokio::spawn(crate::dir_checkpoints::run(self.core.clone())),
+            tokio::spawn(crate::retention::run(self.core.clone())),
         ];
+        tasks.extend(crate::cleaner::start(self.core.clone()));
         if let Some(k) = self.kafka {
             tasks.push(tokio::spawn(crate::kafka::serve(
                 k.listener,
                 self.core.clone(),
                 crate::controller_channels::ControllerChannels::new(&self.cfg.quorum),
+                client.clone(),
                 k.max_request_bytes,
             )));
         }

@@ -94,6 +94,15 @@ fn produce_limits(core: &BrokerCore, topic: &str) -> (usize, u64) {
     )
 }
 
+/// Whether `topic`'s `cleanup.policy` holds `compact`: its records must have keys.
+fn is_compacted(core: &BrokerCore, topic: &str) -> bool {
+    let view = core.view.read();
+    view.topics
+        .get(topic)
+        .and_then(|t| t.record.as_ref())
+        .is_some_and(|r| crate::cleaner::policy::CompactionPolicy::of(&r.config).compact)
+}
+
 /// Appends a checked batch as `r`'s leader and answers by `acks`: the base offset, or -1 for
 /// acks 0 (Kafka's answer). `timeout_ms` bounds the wait for the in-sync replicas.
 pub async fn append(
@@ -112,6 +121,15 @@ pub async fn append(
                 "the batch for {} is {} bytes, larger than max.message.bytes {max}",
                 r.name(),
                 batch.len()
+            ),
+        ));
+    }
+    if is_compacted(core, &r.topic) && crate::cleaner::batch_codec::has_keyless_record(&batch) {
+        return Err(ReplicaError::new(
+            ErrorCode::INVALID_RECORD,
+            format!(
+                "Compacted topic cannot accept message without key in topic partition {}.",
+                r.name()
             ),
         ));
     }

@@ -40,6 +40,10 @@ pub struct DataConfig {
     /// Test hook: a dir move's swap waits this long between its two renames, so that a test can
     /// kill the broker there. 0 (the default) in normal use.
     pub swap_pause_ms: u64,
+    /// Delete retention's broker settings.
+    pub retention: crate::retention::RetentionConfig,
+    /// The log cleaner's settings.
+    pub cleaner: crate::cleaner::CleanerConfig,
     /// The clock replicas time lag and leases with.
     pub clock: Clock,
 }
@@ -56,6 +60,8 @@ impl Default for DataConfig {
             dir_move_parallelism: 4,
             dir_probe_interval_ms: 5_000,
             swap_pause_ms: 0,
+            retention: Default::default(),
+            cleaner: Default::default(),
             clock: Clock::system(),
         }
     }
@@ -100,6 +106,8 @@ pub struct BrokerCore {
     fetchers: Mutex<HashMap<TopicPartition, JoinHandle<()>>>,
     /// Partitions whose ISR may grow, for the ISR driver's next tick.
     pub isr_candidates: crate::isr::Candidates,
+    /// What the group coordinator holds here, for the metrics.
+    pub coordinator: crate::coordinator::Stats,
     /// The folder in which each replica's `partition.metadata` was last made right.
     topic_ids_recorded: Mutex<HashMap<TopicPartition, PathBuf>>,
 }
@@ -131,12 +139,14 @@ impl BrokerCore {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
         }
         let mut replicas = HashMap::new();
+        let mut starts = crate::dir_checkpoints::LogStarts::default();
         for ((topic, p), dir) in found {
-            let path = dir.join(replica_folder(&topic, p));
-            let log = PartitionLog::open(&path, config.log.clone()).map_err(|source| OpenError::Log {
-                name: replica_folder(&topic, p),
-                source,
-            })?;
+            let log = starts
+                .open(&dir, &topic, p, config.log.clone())
+                .map_err(|source| OpenError::Log {
+                    name: replica_folder(&topic, p),
+                    source,
+                })?;
             replicas.insert(
                 (topic.clone(), p),
                 Arc::new(Replica::new(topic, p, id, log, config.clock.clone())),
@@ -162,6 +172,7 @@ impl BrokerCore {
             config,
             fetchers: Mutex::new(HashMap::new()),
             isr_candidates: Default::default(),
+            coordinator: Default::default(),
             topic_ids_recorded: Mutex::new(HashMap::new()),
         })
     }
@@ -427,7 +438,8 @@ impl BrokerCore {
         }
         let dir = choose_dir(self.id, state, self.moves.take_wanted(tp).as_deref());
         let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
-        let log = PartitionLog::open_deferring_syncs(&path, self.config.log.clone(), syncs)?;
+        let cfg = crate::retention::topic_log_config(self, &tp.0);
+        let log = PartitionLog::open_deferring_syncs(&path, cfg, syncs)?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
         let r = Arc::new(Replica::new(
             tp.0.clone(),

@@ -44,12 +44,16 @@ fn check_replica_fetch(r: &Replica, req: &ReplicaFetchRequest) -> Result<(u32, i
             format!("{}: leader epoch {} is newer than {epoch}", r.name(), req.leader_epoch),
         ));
     }
-    let leo = r.log().log_end_offset();
-    if req.fetch_offset < 0 || req.fetch_offset > leo {
+    let (start, leo) = {
+        let log = r.log();
+        (log.log_start_offset(), log.log_end_offset())
+    };
+    if req.fetch_offset < start || req.fetch_offset > leo {
+        // Below the start, the follower starts over at it (`fetcher.rs`).
         return Err(ReplicaError::new(
             ErrorCode::OFFSET_OUT_OF_RANGE,
             format!(
-                "{}: fetch offset {} is beyond the log end {leo}",
+                "{}: fetch offset {} is outside the log ({start}..{leo})",
                 r.name(),
                 req.fetch_offset
             ),
@@ -140,22 +144,25 @@ impl BrokerService {
 
     /// One follower fetch's answer, an error included.
     async fn replica_fetch_answer(&self, req: &ReplicaFetchRequest) -> ReplicaFetchResponse {
-        self.replica_fetch_one(req)
-            .await
-            .unwrap_or_else(|e| ReplicaFetchResponse {
-                // A follower ahead of the leader truncates to the leader's end, not to 0.
-                log_end_offset: if e.code == ErrorCode::OFFSET_OUT_OF_RANGE {
-                    self.core
-                        .replica(&req.topic, req.partition)
-                        .map_or(-1, |r| r.log().log_end_offset())
-                } else {
-                    -1
-                },
+        self.replica_fetch_one(req).await.unwrap_or_else(|e| {
+            // A follower ahead of the leader truncates to the leader's end, not to 0; one
+            // behind its start starts over there.
+            let (log_start_offset, log_end_offset) = match self.core.replica(&req.topic, req.partition) {
+                Ok(r) if e.code == ErrorCode::OFFSET_OUT_OF_RANGE => {
+                    let log = r.log();
+                    (log.log_start_offset(), log.log_end_offset())
+                }
+                _ => (-1, -1),
+            };
+            ReplicaFetchResponse {
+                log_end_offset,
+                log_start_offset,
                 error_code: e.code.0,
                 error_message: e.message,
                 high_watermark: -1,
                 ..Default::default()
-            })
+            }
+        })
     }
 
     /// One follower fetch, answered when there is data or the wait ends.
@@ -168,9 +175,14 @@ impl BrokerService {
         r.update_high_watermark();
         let from = req.fetch_offset;
         let wait = Duration::from_millis(req.max_wait_ms.min(MAX_WAIT_MS) as u64);
+        let start = r.log().log_start_offset();
         r.wait_until(wait, |r| {
-            // One lock at a time: elsewhere `state` is taken before `log`.
-            let moved = r.log().log_end_offset() > from;
+            // One lock at a time: elsewhere `state` is taken before `log`. A new log start
+            // (DeleteRecords) is news too: the follower's follows it.
+            let moved = {
+                let log = r.log();
+                log.log_end_offset() > from || log.log_start_offset() != start
+            };
             moved || r.state().role != (Role::Leader { epoch })
         })
         .await;
@@ -184,13 +196,20 @@ impl BrokerService {
             self.core.throttle.acquire(rate).await;
             max = max.min(rate as usize);
         }
-        let (batches, leo) = {
+        let (batches, leo, start) = {
             let log = r.log();
             let leo = log.log_end_offset();
-            (
-                log.read(from, max, leo).map_err(|e| storage_error(&self.core, &r, e))?,
-                leo,
-            )
+            let read = match log.read(from, max, leo) {
+                // Retention moved the start past it while the fetch waited.
+                Err(crate::partition_log::LogError::OffsetOutOfRange { .. }) => {
+                    return Err(ReplicaError::new(
+                        ErrorCode::OFFSET_OUT_OF_RANGE,
+                        format!("{}: fetch offset {from} is below the log start", r.name()),
+                    ))
+                }
+                r2 => r2.map_err(|e| storage_error(&self.core, &r, e))?,
+            };
+            (read, leo, log.log_start_offset())
         };
         if throttle.is_some() {
             self.core.throttle.charge(batches.len());
@@ -203,6 +222,7 @@ impl BrokerService {
         Ok(ReplicaFetchResponse {
             high_watermark: hw,
             log_end_offset: leo,
+            log_start_offset: start,
             batches: batches.into(),
             throttled: throttle.is_some(),
             ..Default::default()

@@ -16,6 +16,28 @@ pub const FOLLOWER_THROTTLED_REPLICAS: &str = "follower.replication.throttled.re
 pub const LEADER_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
 /// Broker: bytes/s a follower fetches for throttled replicas.
 pub const FOLLOWER_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+/// `min.cleanable.dirty.ratio`: the dirty share of a compacted log at which it is cleaned.
+pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
+/// `min.compaction.lag.ms`: how long a record stays uncompacted at least.
+pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
+/// `max.compaction.lag.ms`: how long a record may stay uncompacted at most.
+pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
+/// `delete.retention.ms`: how long a tombstone stays after the clean that first kept it.
+pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+/// `cleanup.policy`: `delete`, `compact`, or both.
+pub const CLEANUP_POLICY: &str = "cleanup.policy";
+/// `retention.ms`: records older than this go with their segment (-1: kept forever).
+pub const RETENTION_MS: &str = "retention.ms";
+/// `retention.bytes`: the oldest segments go while the log stays this big without them (-1: no limit).
+pub const RETENTION_BYTES: &str = "retention.bytes";
+/// `segment.bytes`: the size at which the active segment rolls.
+pub const SEGMENT_BYTES: &str = "segment.bytes";
+/// `segment.ms`: the age at which a non-empty active segment rolls.
+pub const SEGMENT_MS: &str = "segment.ms";
+/// `file.delete.delay.ms`: how long a deleted segment's files stay before they are removed.
+pub const FILE_DELETE_DELAY_MS: &str = "file.delete.delay.ms";
+/// Kafka's smallest `segment.bytes` (its oldest record's overhead).
+pub const MIN_SEGMENT_BYTES: u64 = 14;
 /// Broker: bytes/s of moves between the broker's own log dirs.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
@@ -98,6 +120,12 @@ pub const TOPIC_CONFIGS: &[Known] = &[
     known("retention.ms", "604800000", 5),
     known("retention.bytes", "-1", 5),
     known("segment.bytes", "1073741824", 3),
+    known(SEGMENT_MS, "604800000", 5),
+    known(FILE_DELETE_DELAY_MS, "60000", 5),
+    known(MIN_CLEANABLE_DIRTY_RATIO, "0.5", 6),
+    known(MIN_COMPACTION_LAG_MS, "0", 5),
+    known(MAX_COMPACTION_LAG_MS, UNLIMITED, 5),
+    known(DELETE_RETENTION_MS, "86400000", 5),
     known(LEADER_THROTTLED_REPLICAS, "", LIST),
     known(FOLLOWER_THROTTLED_REPLICAS, "", LIST),
 ];
@@ -126,15 +154,31 @@ pub fn validate(config: &HashMap<String, String>) -> Result<(), String> {
         }
         let positive = |v: &str| v.parse::<u64>().ok().filter(|n| *n > 0);
         let ok = match k.as_str() {
-            MIN_INSYNC_REPLICAS | MAX_MESSAGE_BYTES | "segment.bytes" => positive(v).is_some(),
+            MIN_INSYNC_REPLICAS | MAX_MESSAGE_BYTES => positive(v).is_some(),
+            SEGMENT_BYTES => v
+                .parse::<u64>()
+                .is_ok_and(|n| (MIN_SEGMENT_BYTES..=i32::MAX as u64).contains(&n)),
+            SEGMENT_MS => v.parse::<i64>().is_ok_and(|n| n >= 1),
+            FILE_DELETE_DELAY_MS => v.parse::<i64>().is_ok_and(|n| n >= 0),
             UNCLEAN_LEADER_ELECTION => v == "true" || v == "false",
             "retention.ms" | "retention.bytes" => v.parse::<i64>().is_ok_and(|n| n >= -1),
             "cleanup.policy" => v.split(',').all(|p| p == "delete" || p == "compact"),
+            MIN_CLEANABLE_DIRTY_RATIO => v.parse::<f64>().is_ok_and(|r| (0.0..=1.0).contains(&r)),
+            MIN_COMPACTION_LAG_MS | DELETE_RETENTION_MS => v.parse::<i64>().is_ok_and(|n| n >= 0),
+            MAX_COMPACTION_LAG_MS => v.parse::<i64>().is_ok_and(|n| n >= 1),
             LEADER_THROTTLED_REPLICAS | FOLLOWER_THROTTLED_REPLICAS => valid_replica_list(v),
             _ => true,
         };
         if !ok {
             return Err(format!("invalid value {v:?} for topic config {k}"));
+        }
+    }
+    let lag = |k: &str| config.get(k).and_then(|v| v.parse::<i64>().ok());
+    if let (Some(min), Some(max)) = (lag(MIN_COMPACTION_LAG_MS), lag(MAX_COMPACTION_LAG_MS)) {
+        if max < min {
+            return Err(format!(
+                "{MAX_COMPACTION_LAG_MS} ({max}) is below {MIN_COMPACTION_LAG_MS} ({min})"
+            ));
         }
     }
     Ok(())
@@ -193,7 +237,22 @@ mod tests {
         assert!(unclean_election_allowed(&cfg(UNCLEAN_LEADER_ELECTION, "true")));
         assert_eq!(max_message_bytes(&HashMap::new()), DEFAULT_MAX_MESSAGE_BYTES);
         assert!(validate(&cfg(LEADER_THROTTLED_REPLICAS, "0:1,1:2")).is_ok());
+        assert!(validate(&cfg(MIN_CLEANABLE_DIRTY_RATIO, "0.01")).is_ok());
+        assert!(validate(&cfg(MIN_CLEANABLE_DIRTY_RATIO, "1.5")).is_err());
+        assert!(validate(&cfg(MAX_COMPACTION_LAG_MS, "0")).is_err());
+        let lags = HashMap::from([
+            (MIN_COMPACTION_LAG_MS.to_string(), "10".to_string()),
+            (MAX_COMPACTION_LAG_MS.to_string(), "5".to_string()),
+        ]);
+        assert!(validate(&lags).unwrap_err().contains(MAX_COMPACTION_LAG_MS));
         assert!(validate(&cfg(LEADER_THROTTLED_REPLICAS, "0-1")).is_err());
+        assert!(validate(&cfg(SEGMENT_BYTES, "10000")).is_ok());
+        assert!(validate(&cfg(SEGMENT_BYTES, "13")).is_err());
+        assert!(validate(&cfg(SEGMENT_BYTES, "2147483648")).is_err());
+        assert!(validate(&cfg(SEGMENT_MS, "0")).is_err());
+        assert!(validate(&cfg(FILE_DELETE_DELAY_MS, "0")).is_ok());
+        assert!(validate(&cfg(RETENTION_MS, "-2")).is_err());
+        assert!(validate(&cfg(CLEANUP_POLICY, "compact,delete")).is_ok());
         assert!(lists_replica("0:1,1:2", 1, 2) && lists_replica("*", 9, 9) && !lists_replica("0:1", 1, 1));
         assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "1000")).is_ok());
         assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "0")).is_err());

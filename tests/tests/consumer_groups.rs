@@ -71,18 +71,6 @@ fn describe(b: &str, group: &str) -> (String, usize) {
     (state, members)
 }
 
-async fn wait_stable(b: &str, group: &str, members: usize) {
-    let (b, group) = (b.to_string(), group.to_string());
-    tests::wait_until(Duration::from_secs(90), "the group stable with its members", || {
-        let (b, group) = (b.clone(), group.clone());
-        async move {
-            let (state, n) = tokio::task::spawn_blocking(move || describe(&b, &group)).await.unwrap();
-            state == "Stable" && n == members
-        }
-    })
-    .await;
-}
-
 /// Counts each record seen across the outputs.
 fn tally(outputs: &[String]) -> BTreeMap<String, usize> {
     let mut seen = BTreeMap::new();

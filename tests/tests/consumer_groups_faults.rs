@@ -189,5 +189,8 @@ async fn verifiable_clients_keep_every_acked_record_through_a_broker_bounce_and_
         }
     }
     let written: BTreeSet<i64> = acked.iter().map(|(p, _)| *p).collect();
-    assert!(written.iter().all(|p| last.contains_key(p)), "every partition written had commits: {last:?}");
+    assert!(
+        written.iter().all(|p| last.contains_key(p)),
+        "every partition written had commits: {last:?}"
+    );
 }

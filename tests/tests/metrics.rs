@@ -24,6 +24,8 @@ const BROKER_FAMILIES: &[(&str, &str)] = &[
     ("ferry_under_replicated_partitions", "gauge"),
     ("ferry_offline_log_dirs", "gauge"),
     ("ferry_replica_fetch_sessions", "gauge"),
+    ("ferry_group_coordinator_partitions", "gauge"),
+    ("ferry_group_coordinator_groups", "gauge"),
     ("ferry_replication_bytes_in_total", "counter"),
     ("ferry_replication_bytes_out_total", "counter"),
     ("ferry_dir_move_bytes_total", "counter"),

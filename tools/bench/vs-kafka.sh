@@ -2,6 +2,26 @@
 # Ferry against Apache Kafka 4.x (KRaft) on this machine, one system after the other in one run,
 # both driven by Kafka's own tools over the Kafka protocol:
 #   - produce: kafka-producer-perf-test, acks=all, replication factor 3, RECORD_BYTES records;
+#   - consumer groups (GROUP_ROWS), each once per group protocol of GROUP_PROTOCOLS: `classic`,
+#     and KIP-848's `consumer` (its rows end in _848). Both systems run with Kafka's default
+#     group.initial.rebalance.delay.ms, 3000 (Ferry's is fixed; kafka-cluster.sh's 0 is set back
+#     to the default here), so a new classic group waits 3 s for more members on both:
+#       consume: kafka-consumer-perf-test with a group (--group), reading RECORDS of the produce
+#         run's records (after RECORDS/5 unmeasured); its fetch.MB.sec and fetch.nMsg.sec, which
+#         leave out the group's join;
+#       stable: STABLE_MEMBERS (10) Java consumers of one new group, threads of one process,
+#         start together; the time until each has partitions and the group is described Stable
+#         (tools/bench/GroupBench.java; Kafka's classic coordinator waits its initial delay,
+#         then once more while members kept coming, so about 6 s of it is the delay);
+#       commits: COMMIT_MEMBERS (16) consumers of one group in one process, each committing
+#         (commitSync) after every poll for COMMIT_SECONDS (10) s; commits per second and the
+#         p99 commit latency (a commit is answered once the offsets topic's in-sync replicas
+#         hold it, on both);
+#       failover: one consumer committing in a loop; SIGKILL of its group coordinator's process
+#         (found by describing the group; a group is picked whose coordinator is not the active
+#         controller, whose loss is the controller failover row's), then the time until a commit
+#         succeeds again; the node is started again afterwards. Kafka moves the coordinator once
+#         its controller fences the dead broker (broker.session.timeout.ms, 9 s);
 #   - reassignment submit of each size in SIZES (empty partitions, metadata only): every
 #     partition of a topic on broker 1 moves to broker 2 with one
 #     `kafka-reassign-partitions --execute`, started once the system's nodes are idle after
@@ -24,21 +44,33 @@
 #     in MB/s and against `cp -r` plus `sync` of the same folder; timed from the tool's return
 #     (the move accepted) until kafka-python sees it done, from a poller started before the
 #     tool, so that neither the tool's JVM nor the poller's start-up is counted;
+#   - compaction (COMPACT_MB, 150; 0 leaves it out): one clean of a dirty log of COMPACT_MB MiB
+#     (keyed records, 100,000 keys, 100-byte values, 64 MiB segments) by each system's own
+#     cleaner code in a process of its own, before the system's nodes start: ferry-compact-bench
+#     and tools/bench/CompactBench.java, the same log written the same way; the dirty bytes over
+#     the clean's time, median of COMPACT_ROUNDS (5) rounds (Kafka's first rounds run before its
+#     JIT has compiled the cleaner);
 #   - memory: the summed RSS of the system's processes after the largest submit;
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
 #     (tools/bench/admin-failover.py, the same kafka-python client for both).
 # Prints one table (each figure for both, and Ferry/Kafka; n/a where a system refused or failed,
 # with the reason on stderr) and the JSON lines behind it. RECORDS=0 and SIZES= leave out the
-# produce and submit runs.
+# produce and submit runs (RECORDS=0 the consume rows too), GROUP_ROWS= the group rows. (Not
+# GROUPS: bash keeps that name for the user's group ids.)
 #
 #   tools/bench/vs-kafka.sh      # 100,000 records; sizes 1000, 10000, 100000; 1 GiB moves
 #   RECORDS=20000 SIZES=1000 CANCEL=1000 MOVE_MB=64 RATES=10 tools/bench/vs-kafka.sh  # a quick look
+#   RECORDS=20000 SIZES= API_SIZES= CANCEL=0 MOVE_MB=0 tools/bench/vs-kafka.sh  # groups (and
+#       produce, memory, controller failover) only
 #
 # Each tool run starts a JVM (about a second): both systems pay it alike. Kafka's nodes run with
 # Kafka's own default heap, 1 GiB (KAFKA_NODE_HEAP), and kafka-cluster.sh's other defaults; Ferry's with tools/bench/ferry-cluster.sh
-# (release build). A produce run of RECORDS/5 records warms each system up first, unmeasured.
+# (release build, in CARGO_TARGET_DIR if set). A produce run of RECORDS/5 records warms each
+# system up first, unmeasured.
 # Settings (environment): RECORDS, RECORD_BYTES, SIZES, API_SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
+# GROUP_ROWS ("consume stable commits failover"), GROUP_PROTOCOLS ("classic consumer"),
+# STABLE_MEMBERS, COMMIT_MEMBERS, COMMIT_SECONDS, COMPACT_MB, COMPACT_ROUNDS,
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION, KEEP_WORK=1 (keep
 # the scratch dir and the nodes' logs),
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
@@ -53,10 +85,20 @@ CANCEL=${CANCEL:-10000}
 MOVE_MB=${MOVE_MB:-1024}
 RATES=${RATES-10 50}
 SYSTEMS=${SYSTEMS:-kafka ferry}
+GROUP_ROWS=${GROUP_ROWS-consume stable commits failover}
+GROUP_PROTOCOLS=${GROUP_PROTOCOLS-classic consumer}
+STABLE_MEMBERS=${STABLE_MEMBERS:-10}
+COMMIT_MEMBERS=${COMMIT_MEMBERS:-16}
+COMMIT_SECONDS=${COMMIT_SECONDS:-10}
+COMPACT_MB=${COMPACT_MB:-150}
+COMPACT_ROUNDS=${COMPACT_ROUNDS:-5}
 
-cargo build --release -q -p tools --bins
+cargo build --release -q -p tools --bin ferry
+if [ "$COMPACT_MB" -gt 0 ] && ! cargo build --release -q -p tools --bin ferry-compact-bench; then
+  echo "ferry-compact-bench did not build: Ferry's compaction figure is n/a" >&2
+fi
 kafka_jars=$(tools/kafka-jars.sh | tail -n 1)
-bin=$PWD/target/release
+bin=${CARGO_TARGET_DIR:-$PWD/target}/release
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-vs-kafka.XXXXXX")
 pids=()
 . tools/bench/ferry-cluster.sh
@@ -109,6 +151,102 @@ produce() { # system bootstrap
   record "$1" produce_records_per_s "$(echo "$line" | sed -E 's/.*sent, ([0-9.]+) records\/sec.*/\1/')"
   record "$1" produce_mb_per_s "$(echo "$line" | sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1/')"
   record "$1" produce_p99_ms "$(echo "$line" | sed -E 's/.* ([0-9.]+) ms 99th.*/\1/')"
+}
+
+# The group rows (GROUP_ROWS): each for each protocol of GROUP_PROTOCOLS.
+has_row() { [[ " $GROUP_ROWS " == *" $1 "* ]]; }
+# A metric's tag for a group protocol: none for classic, _848 for KIP-848's consumer protocol.
+proto_tag() { [ "$1" = classic ] || echo _848; }
+group_bench() { # mode bootstrap protocol topic args...: tools/bench/GroupBench.java
+  timeout 300 java -Xmx512m -Dlog4j2.configurationFile=tools/kafka-log4j2.properties \
+    -Dferry.log.level=ERROR -cp "$kafka_jars/*" tools/bench/GroupBench.java "$@"
+}
+
+# kafka-consumer-perf-test with a group, over the produce run's records.
+consume() { # system bootstrap protocol
+  local sys=$1 tag line props=$work/consumer-$3.properties
+  tag=$(proto_tag "$3")
+  if [ "$RECORDS" -eq 0 ]; then
+    echo "$sys: RECORDS=0: no records to consume" >&2
+    return 0
+  fi
+  echo "group.protocol=$3" >"$props"
+  # --messages and --consumer.config, which every 4.x takes (4.4 warns they are deprecated).
+  tool kafka-consumer-perf-test --bootstrap-server "$2" --topic perf --messages $((RECORDS / 5)) \
+    --group "cperf-warm-$3" --consumer.config "$props" >/dev/null 2>&1 || true
+  # "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+  # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec": the line under the header.
+  line=$(tool kafka-consumer-perf-test --bootstrap-server "$2" --topic perf --messages "$RECORDS" \
+    --group "cperf-$3" --consumer.config "$props" 2>"$work/consume.err" | sed -n '/^start.time/{n;p;}') || true
+  echo "$sys ($3): $line" >&2
+  # It stops after the poll that reaches RECORDS, so it may count a few more.
+  if ! awk -F', ' -v n="$RECORDS" '{ exit !($5 >= n) }' <<<"$line"; then
+    echo "$sys: kafka-consumer-perf-test ($3) did not read $RECORDS records: $(tail -n 2 "$work/consume.err")" >&2
+    record "$sys" "consume${tag}_mb_per_s" null
+    record "$sys" "consume${tag}_records_per_s" null
+    return 0
+  fi
+  record "$sys" "consume${tag}_mb_per_s" "$(awk -F', ' '{print $9}' <<<"$line")"
+  record "$sys" "consume${tag}_records_per_s" "$(awk -F', ' '{printf "%.0f", $10}' <<<"$line")"
+}
+
+# The group rows but the failover, which kills a node and runs last (group_failover).
+groups() { # system bootstrap
+  local sys=$1 bs=$2 p tag out
+  for p in $GROUP_PROTOCOLS; do
+    tag=$(proto_tag "$p")
+    if has_row consume; then consume "$sys" "$bs" "$p"; fi
+    if has_row stable; then
+      out=$(group_bench stable "$bs" "$p" "stable$tag" "$STABLE_MEMBERS") || out=null
+      record "$sys" "group_stable_${STABLE_MEMBERS}${tag}_ms" "$out"
+    fi
+    if has_row commits; then
+      if out=$(group_bench commits "$bs" "$p" "commits$tag" "$COMMIT_MEMBERS" "$COMMIT_SECONDS"); then
+        record "$sys" "commits_${COMMIT_MEMBERS}${tag}_per_s" "${out% *}"
+        record "$sys" "commit_${COMMIT_MEMBERS}${tag}_p99_ms" "${out#* }"
+      else
+        record "$sys" "commits_${COMMIT_MEMBERS}${tag}_per_s" null
+        record "$sys" "commit_${COMMIT_MEMBERS}${tag}_p99_ms" null
+      fi
+    fi
+  done
+}
+
+# Coordinator failover, once per protocol: GroupBench kills the coordinator's node (never the
+# node AVOID) and times until a commit succeeds again; RESTART (a command) then starts the node
+# again. PIDS_OF prints "<node id>=<pid>,..." and AVOID_OF the active controller's node id, each
+# asked again before each kill.
+group_failover() { # system bootstrap pids_of avoid_of restart
+  local sys=$1 p tag out
+  has_row failover || return 0
+  for p in $GROUP_PROTOCOLS; do
+    tag=$(proto_tag "$p")
+    if out=$(group_bench failover "$2" "$p" "failover$tag" "$($4)" "$($3)"); then
+      echo "$sys ($p): a commit succeeded ${out% *} ms after node ${out#* } was killed" >&2
+      record "$sys" "group_failover${tag}_ms" "${out% *}"
+    else
+      record "$sys" "group_failover${tag}_ms" null
+    fi
+    $5
+  done
+}
+
+# One clean of the same dirty log by each system's own cleaner code, in a process of its own.
+compaction() { # system
+  [ "$COMPACT_MB" -gt 0 ] || return 0
+  local out
+  rm -rf "$work/compact"
+  if [ "$1" = kafka ]; then
+    out=$(java -Xmx1g -Dlog4j2.configurationFile=tools/kafka-log4j2.properties -Dferry.log.level=ERROR \
+      -cp "$kafka_jars/*" tools/bench/CompactBench.java "$work/compact" "$COMPACT_MB" "$COMPACT_ROUNDS" 2>"$work/compact.err") || true
+  else
+    out=$("$bin/ferry-compact-bench" --work-dir "$work/compact" --size-mib "$COMPACT_MB" \
+      --rounds "$COMPACT_ROUNDS" 2>"$work/compact.err") || true
+  fi
+  # "compaction throughput (...): median M MB/s, min A, max B", the last line of either.
+  out=$(sed -n 's/.*median \([0-9.]*\) MB\/s.*/\1/p' <<<"$out")
+  [ -n "$out" ] || echo "$1: the compaction bench failed: $(tail -n 3 "$work/compact.err")" >&2
+  record "$1" compaction_mb_per_s "${out:-null}"
 }
 
 # Kafka's controller takes at most 10,000 records per request (a topic of 10,000 partitions is
@@ -424,18 +562,32 @@ failover() { # system base killed pid
   fi
 }
 
+# Starts Kafka's nodes that are not running; prints the bootstrap list.
+kafka_start() {
+  # Kafka's own default heap (kafka-server-start.sh): with 512 MiB a broker ran out of memory
+  # taking in the cancel run's 10,000 moving partitions. Kafka's default initial rebalance delay,
+  # as Ferry's.
+  KAFKA_HEAP_OPTS=${KAFKA_NODE_HEAP:--Xmx1g -Xms1g} \
+    KAFKA_EXTRA_CONFIG="group.initial.rebalance.delay.ms=3000${KAFKA_EXTRA_CONFIG:+
+$KAFKA_EXTRA_CONFIG}" tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1
+}
+kafka_pids() { tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $1 "=" $2}' | paste -sd, -; }
+kafka_active() { tools/bench/kafka-cluster.sh active-controller "$kafka_dir"; }
+kafka_restart() { kafka_start >/dev/null; }
+
 run_kafka() {
   local bootstrap
-  # Kafka's own default heap (kafka-server-start.sh): with 512 MiB a broker ran out of memory
-  # taking in the cancel run's 10,000 moving partitions.
-  bootstrap=$(KAFKA_HEAP_OPTS=${KAFKA_NODE_HEAP:--Xmx1g -Xms1g} tools/bench/kafka-cluster.sh start "$kafka_dir" | tail -n 1)
+  compaction kafka
+  bootstrap=$(kafka_start)
   produce kafka "$bootstrap"
+  groups kafka "$bootstrap"
   moves kafka "$bootstrap"
   cancel kafka "$bootstrap"
   for n in $SIZES; do submit kafka "$bootstrap" "$n"; done
   # shellcheck disable=SC2046 # one PID per word
   memory kafka $(tools/bench/kafka-cluster.sh pids "$kafka_dir" | awk '{print $2}')
   for n in $API_SIZES; do submit_api kafka "$bootstrap" "$n"; done
+  group_failover kafka "$bootstrap" kafka_pids kafka_active kafka_restart
   local active
   active=$(tools/bench/kafka-cluster.sh active-controller "$kafka_dir")
   failover kafka "${KAFKA_BASE_PORT:-19092}" "$active" \
@@ -443,21 +595,44 @@ run_kafka() {
   tools/bench/kafka-cluster.sh stop "$kafka_dir" >/dev/null
 }
 
+ferry_pids() { for id in 1 2 3; do echo "$id=${pids[id - 1]}"; done | paste -sd, -; }
+# Ferry's active controller runs beside the Raft leader.
+ferry_leader() {
+  "$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
+    sed -n 's/.*leader=\([0-9]*\) .*/\1/p' | grep -v '^0$' | head -1
+}
+# Starts again each node whose process is gone (reaped, or a zombie), and waits until its Kafka
+# listener answers Metadata with all 3 brokers.
+ferry_restart() {
+  local id p
+  for id in 1 2 3; do
+    p=${pids[id - 1]}
+    [ ! -e "/proc/$p" ] || grep -q '^[0-9]* (.*) Z' "/proc/$p/stat" || continue
+    wait "$p" 2>/dev/null || true
+    FERRY_TWO_LOG_DIRS=1 start_ferry_node "$id" "$base"
+    for _ in $(seq 1 240); do
+      kcat -L -m 2 -b "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))" 2>/dev/null | grep -q '^ 3 brokers:' && break
+      sleep 0.5
+    done
+  done
+}
+
 run_ferry() {
   local base=${FERRY_BENCH_PORT:-17761}
   export FERRY_KAFKA_BASE=$((base + 10))
   local bootstrap="127.0.0.1:$FERRY_KAFKA_BASE,127.0.0.1:$((FERRY_KAFKA_BASE + 1)),127.0.0.1:$((FERRY_KAFKA_BASE + 2))"
+  compaction ferry
   FERRY_TWO_LOG_DIRS=1 start_ferry_cluster "$base"
   produce ferry "$bootstrap"
+  groups ferry "$bootstrap"
   moves ferry "$bootstrap"
   cancel ferry "$bootstrap"
   for n in $SIZES; do submit ferry "$bootstrap" "$n"; done
   memory ferry "${pids[@]}"
   for n in $API_SIZES; do submit_api ferry "$bootstrap" "$n"; done
-  # Ferry's active controller runs beside the Raft leader.
+  group_failover ferry "$bootstrap" ferry_pids ferry_leader ferry_restart
   local leader
-  leader=$("$bin/ferry" metastore status --bootstrap-server "$endpoints" 2>/dev/null |
-    sed -n 's/.*leader=\([0-9]*\) .*/\1/p' | grep -v '^0$' | head -1)
+  leader=$(ferry_leader)
   failover ferry "$FERRY_KAFKA_BASE" "$leader" "${pids[leader - 1]}"
   stop_all
 }

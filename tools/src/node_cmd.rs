@@ -86,9 +86,30 @@ pub struct NodeArgs {
     /// offline.
     #[arg(long, default_value_t = broker::DataConfig::default().dir_probe_interval_ms, env = "FERRY_LOG_DIR_PROBE_INTERVAL_MS")]
     log_dir_probe_interval_ms: u64,
+    /// How often each replica's log is checked for segments to delete by retention, in ms
+    /// (log.retention.check.interval.ms).
+    #[arg(long, default_value_t = broker::retention::RetentionConfig::default().check_interval_ms, env = "FERRY_LOG_RETENTION_CHECK_INTERVAL_MS")]
+    log_retention_check_interval_ms: u64,
     /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
     #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism, env = "FERRY_NUM_REPLICA_ALTER_LOG_DIRS_THREADS")]
     num_replica_alter_log_dirs_threads: usize,
+    /// Compact the logs of topics whose cleanup.policy holds compact (log.cleaner.enable).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "FERRY_LOG_CLEANER_ENABLE")]
+    log_cleaner_enable: bool,
+    /// Logs cleaned at once (log.cleaner.threads).
+    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().threads, env = "FERRY_LOG_CLEANER_THREADS")]
+    log_cleaner_threads: usize,
+    /// How long the cleaner waits when no log needs cleaning, in ms (log.cleaner.backoff.ms).
+    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().backoff_ms, env = "FERRY_LOG_CLEANER_BACKOFF_MS")]
+    log_cleaner_backoff_ms: u64,
+    /// Memory for the cleaner's key maps, in bytes, shared by its threads
+    /// (log.cleaner.dedupe.buffer.size).
+    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().dedupe_buffer_size, env = "FERRY_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
+    log_cleaner_dedupe_buffer_size: u64,
+    /// The cleaner's reads and writes in bytes/s (log.cleaner.io.max.bytes.per.second; default:
+    /// unbounded).
+    #[arg(long, env = "FERRY_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
+    log_cleaner_io_max_bytes_per_second: Option<u64>,
     /// Serve Prometheus metrics at http://HOST:PORT/metrics (default: not served).
     #[arg(long, env = "FERRY_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
@@ -147,7 +168,13 @@ struct FileConfig {
     auto_leader_rebalance: Option<bool>,
     leader_imbalance_check_interval_ms: Option<u64>,
     log_dir_probe_interval_ms: Option<u64>,
+    log_retention_check_interval_ms: Option<u64>,
     num_replica_alter_log_dirs_threads: Option<usize>,
+    log_cleaner_enable: Option<bool>,
+    log_cleaner_threads: Option<usize>,
+    log_cleaner_backoff_ms: Option<u64>,
+    log_cleaner_dedupe_buffer_size: Option<u64>,
+    log_cleaner_io_max_bytes_per_second: Option<u64>,
     metrics_listen: Option<SocketAddr>,
     cluster_credential_file: Option<PathBuf>,
     kafka_listen: Option<SocketAddr>,
@@ -214,7 +241,13 @@ impl NodeArgs {
             auto_leader_rebalance,
             leader_imbalance_check_interval_ms,
             log_dir_probe_interval_ms,
+            log_retention_check_interval_ms,
             num_replica_alter_log_dirs_threads,
+            log_cleaner_enable,
+            log_cleaner_threads,
+            log_cleaner_backoff_ms,
+            log_cleaner_dedupe_buffer_size,
+            log_cleaner_io_max_bytes_per_second,
             metrics_listen,
             cluster_credential_file,
             kafka_listen,
@@ -356,6 +389,14 @@ fn data_config(a: &NodeArgs) -> broker::DataConfig {
         ..Default::default()
     };
     data.log.segment_bytes = a.segment_bytes;
+    data.cleaner = broker::cleaner::CleanerConfig {
+        enable: a.log_cleaner_enable,
+        threads: a.log_cleaner_threads,
+        dedupe_buffer_size: a.log_cleaner_dedupe_buffer_size,
+        io_max_bytes_per_second: a.log_cleaner_io_max_bytes_per_second,
+        backoff_ms: a.log_cleaner_backoff_ms,
+    };
+    data.retention.check_interval_ms = a.log_retention_check_interval_ms;
     data
 }
 

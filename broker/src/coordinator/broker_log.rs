@@ -61,4 +61,10 @@ impl OffsetsLog for BrokerOffsetsLog {
     fn now_ms(&self) -> i64 {
         self.0.config.clock.wall_ms() as i64
     }
+
+    fn publish(&self, partitions: usize, groups: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.0.coordinator.partitions.store(partitions, Relaxed);
+        self.0.coordinator.groups.store(groups, Relaxed);
+    }
 }

@@ -31,3 +31,12 @@ pub const DEFAULT_OFFSETS_PARTITIONS: i32 = 50;
 pub const DEFAULT_OFFSETS_REPLICATION: i16 = 3;
 /// `offsets.topic.segment.bytes`.
 pub const OFFSETS_SEGMENT_BYTES: &str = "104857600";
+
+/// What the coordinator holds on this broker, published each tick for the metrics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// `__consumer_offsets` partitions loaded here.
+    pub partitions: std::sync::atomic::AtomicUsize,
+    /// Groups coordinated here.
+    pub groups: std::sync::atomic::AtomicUsize,
+}

@@ -40,6 +40,8 @@ pub trait OffsetsLog: Send + Sync + 'static {
     fn max_batch(&self) -> usize;
     /// The wall clock, in ms.
     fn now_ms(&self) -> i64;
+    /// Publishes how many partitions and groups are coordinated here.
+    fn publish(&self, partitions: usize, groups: usize);
 }
 
 /// A shard with the senders of the requests it holds.
@@ -234,8 +236,11 @@ impl Runtime {
     pub async fn run(self: Arc<Self>) {
         loop {
             self.follow_leadership();
-            for s in self.loaded() {
+            let loaded = self.loaded();
+            let mut groups = 0;
+            for s in &loaded {
                 let mut st = s.lock().await;
+                groups += st.shard.group_count();
                 if st.broken {
                     continue;
                 }
@@ -245,6 +250,7 @@ impl Runtime {
                 drop(st);
                 tokio::spawn(wait);
             }
+            self.log.publish(loaded.len(), groups);
             tokio::time::sleep(TICK).await;
         }
     }

@@ -42,9 +42,12 @@ fn sync_of(out: &Out, to: u64) -> Option<super::group::SyncAnswer> {
     })
 }
 
+/// Keys and values written.
+type Records = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// Forms a group of `n` members at time 0; returns the shard, member ids (leader first), the
 /// generation and every record written.
-fn formed(n: usize) -> (Shard, Vec<String>, i32, Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+fn formed(n: usize) -> (Shard, Vec<String>, i32, Records) {
     let mut s = Shard::new(cfg(), 1 << 20);
     let mut records = Vec::new();
     let mut ids = Vec::new();
@@ -169,7 +172,7 @@ fn commits_need_the_current_generation_and_are_written_as_records() {
             generation: -1,
             ..Default::default()
         },
-        &[item.clone()],
+        std::slice::from_ref(&item),
     );
     assert_eq!(codes, vec![ErrorCode::UNKNOWN_MEMBER_ID]);
     let big = CommitItem {

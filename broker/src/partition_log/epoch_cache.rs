@@ -120,6 +120,36 @@ impl EpochCache {
         Ok(())
     }
 
+    /// Forgets epochs wholly below a new log start `start`: the last entry starting at or before
+    /// it now starts there (Kafka's `truncateFromStart`); persists the result if it changed.
+    pub fn truncate_from_start(&mut self, start: i64) -> Result<(), LogError> {
+        let covering = self.entries.partition_point(|e| e.start_offset <= start);
+        let Some(i) = covering.checked_sub(1) else {
+            return Ok(());
+        };
+        if i == 0 && self.entries[0].start_offset == start {
+            return Ok(());
+        }
+        let mut next = vec![EpochEntry {
+            epoch: self.entries[i].epoch,
+            start_offset: start,
+        }];
+        next.extend_from_slice(&self.entries[covering..]);
+        self.write(&next)?;
+        self.entries = next;
+        Ok(())
+    }
+
+    /// Forgets every entry (the log starts over empty) and persists that.
+    pub fn clear(&mut self) -> Result<(), LogError> {
+        if self.entries.is_empty() {
+            return Ok(());
+        }
+        self.write(&[])?;
+        self.entries.clear();
+        Ok(())
+    }
+
     /// Writes the current entries to disk.
     pub fn persist(&self) -> Result<(), LogError> {
         self.write(&self.entries)

@@ -4,18 +4,28 @@
 //! - `<base offset, 20 digits>.log`: record batches back to back (see [`crate::record_batch`]);
 //! - `<same>.index`: sparse offset index, little-endian (relative offset u32, position u32) entries;
 //! - `leader-epoch-checkpoint`: epochs and their start offsets, replaced atomically;
-//! - `partition.metadata`: the topic id (see [`partition_metadata`]).
+//! - `partition.metadata`: the topic id (see [`partition_metadata`]);
+//! - `<name>.deleted`: a segment's file that retention deleted, removed a little later (`log_start.rs`).
+//! - `<name>.cleaned`, then `<name>.swap`: a segment the log cleaner wrote, until it replaces the
+//!   segments it was cleaned from (`replace.rs`).
 //!
 //! Invariants: segments are contiguous (each base is the previous segment's end offset), every segment
 //! except the last is non-empty and fsynced (the one sealed last may still be syncing, see
-//! `seal_sync`), and at least one segment always exists.
+//! `seal_sync`), and at least one segment always exists. The log start offset lies between the
+//! first segment's base and the log end offset: retention and DeleteRecords move it up.
+//! Inside a segment offsets may skip: the cleaner removes batches and keeps the offsets of the rest.
 
 mod epoch_cache;
 mod error;
+mod log_start;
+#[cfg(test)]
+mod log_start_tests;
 mod open;
 pub mod partition_metadata;
 pub mod producer_state;
 mod read;
+mod replace;
+pub mod retention;
 mod seal_sync;
 #[cfg(test)]
 mod seal_tests;
@@ -34,6 +44,8 @@ use crate::record_batch::{self, BatchError, BatchHeader};
 
 pub(crate) use error::io_err;
 pub use error::LogError;
+pub use log_start::{remove_deleted_files, DELETED_SUFFIX};
+pub use replace::{CleanedSegment, SegmentFiles, SwapSegment, CLEANED_SUFFIX, SWAP_SUFFIX};
 
 use epoch_cache::EpochCache;
 use producer_state::{ProducerStates, SequenceCheck};
@@ -128,6 +140,9 @@ pub struct PartitionLog {
     producers: Option<ProducerStates>,
     /// The fsync of the segment sealed last, while it runs.
     sealing: Option<SealSync>,
+    /// The first offset readers may see (Kafka's log start offset): the first segment's base,
+    /// or past it after DeleteRecords.
+    log_start: i64,
 }
 
 impl PartitionLog {
@@ -141,9 +156,9 @@ impl PartitionLog {
         &self.cfg
     }
 
-    /// First offset in the log.
+    /// First offset in the log that readers may see.
     pub fn log_start_offset(&self) -> i64 {
-        self.segments.first_key_value().map_or(0, |(base, _)| *base)
+        self.log_start
     }
 
     /// The offset up to which the log is known synced: the active segment's base, or the base
@@ -201,6 +216,10 @@ impl PartitionLog {
     /// end offset).
     pub fn append_batch_as_leader(&mut self, mut batch: Vec<u8>, leader_epoch: u32) -> Result<(i64, i64), LogError> {
         let produced = record_batch::verify(&batch).map_err(LogError::InvalidBatch)?;
+        if produced.record_count == 0 {
+            // Only the cleaner leaves empty batches; a client's must hold records, as Kafka's must.
+            return Err(LogError::InvalidBatch(BatchError::NoRecords(0)));
+        }
         self.check_epoch(leader_epoch, self.latest_epoch())?;
         if produced.producer_id >= 0 {
             if let SequenceCheck::Duplicate(base) = self.producer_states()?.check(&produced)? {
@@ -246,10 +265,21 @@ impl PartitionLog {
     /// All batches are checked (CRC, contiguity from the log end offset, epoch order) before any is written.
     pub fn append_replicated(&mut self, raw: &[u8]) -> Result<i64, LogError> {
         let batches = record_batch::split_batches(raw).map_err(LogError::InvalidBatch)?;
+        if let Some((h, _)) = batches.first() {
+            let end = self.log_end_offset();
+            if self.size_bytes() == 0 && h.base_offset < end && h.next_offset() > end {
+                // An empty log copying from a log start inside a batch (after DeleteRecords)
+                // begins at that batch's base, as Kafka's follower does; its start stays put.
+                let start = self.log_start;
+                self.reset_to(h.base_offset)?;
+                self.log_start = start;
+            }
+        }
         let mut expected = self.log_end_offset();
         let mut latest = self.latest_epoch();
         for (h, _) in &batches {
-            if h.base_offset != expected {
+            // Past the log end is fine: the leader's cleaner may have removed the batches between.
+            if h.base_offset < expected {
                 return Err(LogError::NonContiguous {
                     expected,
                     got: h.base_offset,
@@ -289,7 +319,10 @@ impl PartitionLog {
         // Index entries store offsets relative to the segment base as u32.
         let rel_overflow = h.next_offset() - active.base > i64::from(u32::MAX);
         if active.size > 0 && (too_big || rel_overflow) {
-            self.roll(h.base_offset)?;
+            // At the log end, not the batch's base: a gap the cleaner left stays inside a segment,
+            // and segments stay contiguous.
+            let end = self.log_end_offset();
+            self.roll(end)?;
         }
         // Checkpoint before data: after a crash an epoch entry past the log end is dropped, a missing one is not
         // noticed.
@@ -328,12 +361,16 @@ impl PartitionLog {
 
     /// Removes every record at or after `offset`; a batch containing `offset` is dropped whole.
     ///
-    /// No-op if `offset` is at or past the log end offset; an error if it is before the log start.
+    /// No-op if `offset` is at or past the log end offset. Below the first segment the log starts
+    /// over empty at `offset`; the log start offset comes down to the new end if above it, as
+    /// Kafka's does.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), LogError> {
         if offset >= self.log_end_offset() {
             return Ok(());
         }
-        self.check_range(offset)?;
+        if offset < self.first_segment_base() {
+            return self.reset_to(offset);
+        }
         self.finish_sealing()?;
         // Truncated batches may have been any producer's last: rebuilt when next needed.
         self.producers = None;
@@ -353,6 +390,7 @@ impl PartitionLog {
         }
         let new_end = self.active_mut().truncate_to_batch_of(offset)?;
         self.epochs.truncate_from_end(new_end)?;
+        self.log_start = self.log_start.min(new_end);
         tracing::info!(dir = %self.dir.display(), requested = offset, log_end_offset = new_end, "truncated log");
         Ok(())
     }

@@ -41,6 +41,7 @@ impl PartitionLog {
         }
 
         let mut logs = Vec::new();
+        let mut cleaner_left = false;
         let mut indexes: Vec<(i64, &str)> = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| io_err("list", dir, e))? {
             let entry = entry.map_err(|e| io_err("list", dir, e))?;
@@ -52,7 +53,19 @@ impl PartitionLog {
                 indexes.push((base, "index"));
             } else if let Some(base) = name.strip_suffix(".timeindex").and_then(segment::parse_stem) {
                 indexes.push((base, "timeindex"));
+            } else if name.ends_with(super::CLEANED_SUFFIX) || name.ends_with(super::SWAP_SUFFIX) {
+                cleaner_left = true;
+            } else if name.ends_with(super::DELETED_SUFFIX) {
+                // Retention deleted it; its removal after the delay did not happen before the stop.
+                let path = entry.path();
+                fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
             }
+        }
+        if cleaner_left {
+            // A clean a crash interrupted: finished or undone (`replace.rs`), then the folder is
+            // read again.
+            super::replace::recover_swaps(dir, syncs)?;
+            return Self::open_deferring_syncs(dir, cfg, syncs);
         }
         logs.sort_unstable();
         for (base, ext) in indexes.into_iter().filter(|(b, _)| logs.binary_search(b).is_err()) {
@@ -126,6 +139,10 @@ impl PartitionLog {
         }
 
         let (epochs, found) = EpochCache::load(dir)?;
+        let log_start = *segments
+            .keys()
+            .next()
+            .expect("a segment was made above if none was found");
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             cfg,
@@ -133,6 +150,7 @@ impl PartitionLog {
             epochs,
             producers: None,
             sealing: None,
+            log_start,
         };
         log.recover_epochs(found, &tail_epochs)?;
         Ok(log)

@@ -116,6 +116,17 @@ impl ProducerStates {
         }
     }
 
+    /// Each producer's last offset: the last offset of its latest batch, which the log cleaner
+    /// keeps (emptied if need be) so that a rebuild finds its sequence, as Kafka's does.
+    pub fn last_offsets(&self) -> HashMap<i64, i64> {
+        let seq_span =
+            |w: &Written| (i64::from(w.last_seq) - i64::from(w.first_seq)).rem_euclid(i64::from(i32::MAX) + 1);
+        self.producers
+            .iter()
+            .filter_map(|(pid, p)| p.recent.back().map(|w| (*pid, w.base_offset + seq_span(w))))
+            .collect()
+    }
+
     /// Records a batch written to the log (appended here or replicated from the leader).
     pub fn record(&mut self, h: &BatchHeader) {
         if h.producer_id < 0 {
@@ -211,5 +222,7 @@ mod tests {
         let mut s = ProducerStates::default();
         s.record(&batch(1, 0, i32::MAX - 1, 2, 0));
         assert_eq!(s.check(&batch(1, 0, 0, 1, 2)), Ok(SequenceCheck::Append));
+        // The last offset spans the wrap too.
+        assert_eq!(s.last_offsets(), HashMap::from([(1, 1)]));
     }
 }

@@ -77,11 +77,14 @@ impl PartitionLog {
     /// that timestamp (Kafka's ListOffsets by time). In each segment from the oldest, the time
     /// index says where to start reading batch headers.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<(i64, i64)>, LogError> {
-        for seg in self.segments.values() {
+        let start = self.log_start;
+        let first = self.segments.range(..=start).next_back().map_or(start, |(b, _)| *b);
+        for seg in self.segments.range(first..).map(|(_, s)| s) {
             let mut found = None;
             seg.headers_from(seg.time_scan_start(timestamp_ms)?, &mut |h| {
-                if h.max_timestamp_ms >= timestamp_ms {
-                    found = Some((h.base_offset, h.max_timestamp_ms));
+                if h.max_timestamp_ms >= timestamp_ms && h.next_offset() > start {
+                    // Never an offset below the log start (a batch it cuts in two).
+                    found = Some((h.base_offset.max(start), h.max_timestamp_ms));
                 }
                 found.is_none()
             })?;

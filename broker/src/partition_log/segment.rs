@@ -10,6 +10,7 @@ use crate::record_batch::{self, BatchHeader, HEADER_LEN};
 use super::time_index::TimeIndex;
 use super::{io_err, LogError};
 
+pub(super) mod cleaned;
 mod time_io;
 
 /// Bytes per index entry: relative offset u32 + file position u32, big-endian as in Kafka's `.index`.
@@ -250,9 +251,10 @@ impl Segment {
                     break;
                 }
             };
-            if h.base_offset != next_offset {
+            // Offsets may skip (the cleaner removed batches), never go back.
+            if h.base_offset < next_offset {
                 stop = Some(format!(
-                    "batch base offset {} where {next_offset} was expected",
+                    "batch base offset {} where at least {next_offset} was expected",
                     h.base_offset
                 ));
                 break;
@@ -417,17 +419,16 @@ impl Segment {
         self.header_at(pos, self.size).map_err(|why| self.corrupt(pos, &why))
     }
 
-    /// Position and header of the batch containing `offset`, found via the index then a forward scan.
+    /// Position and header of the batch containing `offset` (or the first after it, if the cleaner
+    /// removed that one), found via the index then a forward scan.
     pub fn find_batch(&self, offset: i64) -> Result<(u64, BatchHeader), LogError> {
         let rel = offset - self.base;
         let i = self.index.partition_point(|e| i64::from(e.rel) <= rel);
         let mut pos = i.checked_sub(1).map_or(0, |i| u64::from(self.index[i].pos));
         while pos < self.size {
             let h = self.header_at_checked(pos)?;
+            // A batch past `offset` stands for it when the cleaner removed the one it was in.
             if h.next_offset() > offset {
-                if h.base_offset > offset {
-                    return Err(self.corrupt(pos, &format!("offset {offset} is missing from the segment")));
-                }
                 return Ok((pos, h));
             }
             pos += h.total_len as u64;
@@ -475,6 +476,13 @@ impl Segment {
             let _ = f.set_len(pos);
             return Err(io_err("write", &self.log_path, e));
         }
+        self.note_batch(pos, h, interval);
+        Ok(())
+    }
+
+    /// Takes in the batch just written at `pos`: its index and time index entries if due, and the
+    /// segment's new size and end.
+    fn note_batch(&mut self, pos: u64, h: &BatchHeader, interval: u32) {
         let before = self.index.len();
         maybe_index(&mut self.index, self.base, pos, h.last_offset(), interval);
         self.time.observe(h, self.base);
@@ -491,9 +499,8 @@ impl Segment {
                 self.index.truncate(before);
             }
         }
-        self.size = pos + batch.len() as u64;
+        self.size = pos + h.total_len as u64;
         self.next_offset = h.next_offset();
-        Ok(())
     }
 
     /// Cuts the segment so it ends right before the batch containing `offset`; returns the new end offset.

@@ -629,11 +629,12 @@ fn append_replicated_copies_and_checks_contiguity() {
         matches!(err, LogError::NonContiguous { expected, got: 0 } if expected == leo),
         "{err}"
     );
-    let gap = encode_batch(leo + 1, 5, 0, &["gap"]);
-    assert!(matches!(follower.append_replicated(&gap), Err(LogError::NonContiguous { got, .. }) if got == leo + 1));
+    // Below the log end is refused (past it is a gap the leader's cleaner left, and taken).
+    let overlap = encode_batch(leo - 1, 5, 0, &["overlap"]);
+    assert!(matches!(follower.append_replicated(&overlap), Err(LogError::NonContiguous { got, .. }) if got == leo - 1));
     // A good batch followed by a bad one: neither is written.
     let mut mixed = encode_batch(leo, 5, 0, &["ok"]);
-    mixed.extend(encode_batch(leo + 5, 5, 0, &["bad"]));
+    mixed.extend(encode_batch(leo, 5, 0, &["bad"]));
     assert!(matches!(
         follower.append_replicated(&mixed),
         Err(LogError::NonContiguous { .. })

@@ -24,7 +24,7 @@
 //! The base offset and the leader epoch lie outside the CRC, so the leader sets them without
 //! touching the rest.
 
-mod varint;
+pub(crate) mod varint;
 
 use bytes::Bytes;
 
@@ -62,7 +62,8 @@ pub enum BatchError {
     /// Offsets are never negative.
     #[error("negative base offset {0}")]
     NegativeBaseOffset(i64),
-    /// Batches always carry at least one record.
+    /// A negative record count, or none in a batch a client produced (only the log cleaner
+    /// leaves empty batches, as Kafka's does, to keep an offset range or a producer's sequence).
     #[error("batch declares {0} records")]
     NoRecords(i32),
     /// More records than offsets, or a negative offset span.
@@ -102,7 +103,7 @@ pub struct BatchHeader {
     pub attributes: i16,
     /// Offset of the last record relative to the first.
     pub last_offset_delta: u32,
-    /// Number of records (at least one).
+    /// Number of records (none only in a batch the log cleaner emptied).
     pub record_count: u32,
     /// Timestamp of the first record.
     pub base_timestamp_ms: i64,
@@ -279,7 +280,7 @@ pub fn peek_header(buf: &[u8]) -> Result<Option<BatchHeader>, BatchError> {
     if base_offset < 0 {
         return Err(BatchError::NegativeBaseOffset(base_offset));
     }
-    if count <= 0 {
+    if count < 0 {
         return Err(BatchError::NoRecords(count));
     }
     if delta < 0 || count as i64 > delta as i64 + 1 {

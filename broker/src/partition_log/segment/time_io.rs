@@ -110,6 +110,30 @@ impl Segment {
         self.time.max_entry().map(|m| (m.ts, self.base + i64::from(m.rel)))
     }
 
+    /// The largest record timestamp, as Kafka's retention reads it: the file's modification
+    /// time when no record has one.
+    pub fn largest_timestamp(&self) -> i64 {
+        match self.max_timestamp() {
+            Some((ts, _)) if ts >= 0 => ts,
+            _ => std::fs::metadata(&self.log_path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                // Unknown: not taken for old.
+                .map_or(i64::MAX, |d| d.as_millis() as i64),
+        }
+    }
+
+    /// The first batch's largest timestamp, from which `segment.ms` counts (Kafka's rolling
+    /// basis); `None` when the segment is empty or the batch has no timestamp.
+    pub fn rolling_timestamp(&self) -> Result<Option<i64>, LogError> {
+        if self.size == 0 {
+            return Ok(None);
+        }
+        let h = self.header_at_checked(0)?;
+        Ok((h.max_timestamp_ms >= 0).then_some(h.max_timestamp_ms))
+    }
+
     /// Calls `f` for every batch header from position `pos` (a batch boundary) on, until it
     /// returns false.
     pub fn headers_from(&self, pos: u64, f: &mut dyn FnMut(&BatchHeader) -> bool) -> Result<(), LogError> {
