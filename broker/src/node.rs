@@ -205,11 +205,12 @@ pub async fn check_kafka_dirs(dirs: &[std::path::PathBuf], id: i32, client: &Cli
         }
     };
     let cluster = match imported {
-        Some(kv) => Some(
-            <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref())
-                .map_err(|e| format!("{}: undecodable: {e}", proto::keys::CLUSTER_ID))?
-                .id,
-        ),
+        Some(kv) => {
+            let r = <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref())
+                .map_err(|e| format!("{}: undecodable: {e}", proto::keys::CLUSTER_ID))?;
+            // The id Ferry gave itself when it formed is no import.
+            (!r.generated).then_some(r.id)
+        }
         None => None,
     };
     crate::meta_properties::check(&found, id, cluster.as_deref())

@@ -190,11 +190,12 @@ async fn claim(node_id: u64, term: u64, client: &Client) -> bool {
 }
 
 /// Gives a new cluster its id (`/cluster/id`), as a Kafka cluster has one from its first start:
-/// 16 random bytes in Kafka's text form. A migrated cluster keeps the id it brought; the write
-/// is guarded absent, so it never replaces one.
+/// 16 random bytes in Kafka's text form, marked generated. The write is guarded absent, so it
+/// never replaces an id; `ferry migrate-zk` replaces a generated one with the Kafka cluster's.
 async fn ensure_cluster_id(client: &Client, term: u64) {
     let record = proto::ferry::ClusterIdRecord {
         id: proto::kafka_uuid::encode(uuid::Uuid::new_v4()),
+        generated: true,
     };
     let deposed = Refusal::new(ErrorCode::NOT_CONTROLLER, format!("term {term} no longer leads"));
     let runner = Runner::new(client, "cluster id", deposed).fenced(term);

@@ -60,8 +60,21 @@ pub async fn serve(
     metastore: metastore::Client,
     max_request_bytes: usize,
 ) {
-    let cluster_id = Arc::new(std::sync::OnceLock::new());
-    let _cluster_id = AbortOnDrop(tokio::spawn(read_cluster_id(metastore, cluster_id.clone())));
+    // Kafka's answers always name the cluster (librdkafka's describe_cluster() crashes its
+    // process on a Metadata answer without one), so clients wait in the accept queue until the
+    // id is known: the active controller writes it when the cluster first forms.
+    let cluster_id = Arc::new(parking_lot::RwLock::new(String::new()));
+    while !read_cluster_id(&metastore, &cluster_id).await {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // An import (`ferry migrate-zk`) replaces the id a new cluster was given: follow it.
+    let follow_id = cluster_id.clone();
+    let _cluster_id = AbortOnDrop(tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            read_cluster_id(&metastore, &follow_id).await;
+        }
+    }));
     let runtime = crate::coordinator::runtime::Runtime::new(
         Arc::new(crate::coordinator::broker_log::BrokerOffsetsLog(core.clone())),
         crate::coordinator::group::GroupConfig::default(),
@@ -265,10 +278,8 @@ async fn handle(
                 answer.topics.iter_mut().for_each(|t| t.is_internal = false);
             }
             if version >= 2 {
-                answer.cluster_id = ctx
-                    .cluster_id
-                    .get()
-                    .map(|id| kafka_protocol::protocol::StrBytes::from_string(id.clone()));
+                let id = ctx.cluster_id.read().clone();
+                answer.cluster_id = Some(kafka_protocol::protocol::StrBytes::from_string(id));
             }
             respond(api, version, c, &answer)
         }
@@ -321,7 +332,7 @@ async fn handle(
         }
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
-            let id = ctx.cluster_id.get().cloned().unwrap_or_default();
+            let id = ctx.cluster_id.read().clone();
             respond(
                 api,
                 version,
@@ -368,24 +379,25 @@ struct Context {
     ids: ProducerIds,
     controller: Option<ControllerChannels>,
     groups: groups::Groups,
-    /// The cluster's id (`/cluster/id`), once read.
-    cluster_id: Arc<std::sync::OnceLock<String>>,
+    /// The cluster's id (`/cluster/id`).
+    cluster_id: Arc<parking_lot::RwLock<String>>,
 }
 
-/// Reads the cluster's id until it is there (the active controller writes it when a cluster
-/// first forms); Metadata and DescribeCluster answer it, as Kafka always does.
-async fn read_cluster_id(client: metastore::Client, into: Arc<std::sync::OnceLock<String>>) {
-    loop {
-        if let Ok(Some(kv)) = client.get(proto::keys::CLUSTER_ID).await {
-            match <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref()) {
-                Ok(r) => {
-                    let _ = into.set(r.id);
-                    return;
-                }
-                Err(e) => tracing::warn!(error = %e, "{} is undecodable", proto::keys::CLUSTER_ID),
-            }
+/// Reads the cluster's id into `into`; false while there is none (the active controller writes
+/// it when a cluster first forms). Metadata and DescribeCluster answer it, as Kafka always does.
+async fn read_cluster_id(client: &metastore::Client, into: &parking_lot::RwLock<String>) -> bool {
+    let Ok(Some(kv)) = client.get(proto::keys::CLUSTER_ID).await else {
+        return false;
+    };
+    match <proto::ferry::ClusterIdRecord as prost::Message>::decode(kv.value.as_ref()) {
+        Ok(r) => {
+            *into.write() = r.id;
+            true
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        Err(e) => {
+            tracing::warn!(error = %e, "{} is undecodable", proto::keys::CLUSTER_ID);
+            false
+        }
     }
 }
 

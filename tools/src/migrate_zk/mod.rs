@@ -131,8 +131,28 @@ fn guard(key: &str, check: pb::guard::Check) -> pb::Guard {
     }
 }
 
+/// Imports `plan`. A cluster that has just formed gives itself an id at the same time
+/// (`generated`); an import that lost that race to it reads again and replaces it.
 async fn import(client: &metastore::Client, plan: &Plan) -> anyhow::Result<()> {
-    let before = stored(client).await?;
+    for _ in 0..3 {
+        if import_once(client, plan).await? {
+            return Ok(());
+        }
+    }
+    eprintln!("error: the metastore kept changing during the import; nothing was written. Run it again.");
+    Err(ExitCode(1).into())
+}
+
+/// One try of [`import`]; `Ok(false)` when only the cluster's new id got in its way.
+async fn import_once(client: &metastore::Client, plan: &Plan) -> anyhow::Result<bool> {
+    let mut before = stored(client).await?;
+    // The id Ferry gave the cluster when it formed is replaced by the Kafka cluster's: the
+    // import then reads as into a cluster that never had one, guarded on that record.
+    let generated = before
+        .get(keys::CLUSTER_ID)
+        .and_then(|kv| <ClusterIdRecord as prost::Message>::decode(kv.value.as_ref()).ok())
+        .filter(|r| r.generated)
+        .and_then(|_| before.remove(keys::CLUSTER_ID));
     if let Some(ours) = stored_cluster_id(&before).filter(|id| *id != plan.cluster_id) {
         eprintln!(
             "error: {}: the metastore already holds cluster {ours:?}, and ZooKeeper holds cluster {:?}; refusing to import. Nothing was written.",
@@ -175,12 +195,15 @@ async fn import(client: &metastore::Client, plan: &Plan) -> anyhow::Result<()> {
             "Nothing changed: the metastore already holds {} ({unchanged} keys unchanged).",
             plan.summary()
         );
-        return Ok(());
+        return Ok(true);
     }
     // Race-free: the cluster id and every key written are still absent when the entry applies.
     let guards: Vec<pb::Guard> = puts
         .iter()
-        .map(|(k, _)| guard(k, pb::guard::Check::Absent(true)))
+        .map(|(k, _)| match &generated {
+            Some(kv) if k.as_str() == keys::CLUSTER_ID => guard(k, pb::guard::Check::ModRevision(kv.mod_revision)),
+            _ => guard(k, pb::guard::Check::Absent(true)),
+        })
         .collect();
     let ops: Vec<pb::Op> = puts.iter().map(|(k, v)| put(k, v)).collect();
     let n = ops.len();
@@ -191,6 +214,9 @@ async fn import(client: &metastore::Client, plan: &Plan) -> anyhow::Result<()> {
             request_id: String::new(),
         })
         .await?;
+    if !resp.succeeded && resp.failed_reason.contains(keys::CLUSTER_ID) {
+        return Ok(false);
+    }
     if !resp.succeeded {
         eprintln!(
             "error: the metastore changed during the import ({}); nothing was written. Run it again.",
@@ -203,7 +229,7 @@ async fn import(client: &metastore::Client, plan: &Plan) -> anyhow::Result<()> {
         plan.summary(),
         resp.header.map_or(0, |h| h.revision)
     );
-    Ok(())
+    Ok(true)
 }
 
 /// The differences between what ZooKeeper says and what the metastore holds, one a line.

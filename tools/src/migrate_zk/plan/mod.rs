@@ -92,6 +92,7 @@ fn write_planned(c: &ZkCluster, topics: &BTreeMap<String, TopicRecord>, ps: Part
         keys::CLUSTER_ID.into(),
         Value::ClusterId(ClusterIdRecord {
             id: c.cluster_id.clone(),
+            generated: false,
         }),
     );
     for (t, r) in topics {
