@@ -8,11 +8,13 @@
 #     to the default here), so a new classic group waits 3 s for more members on both:
 #       consume: kafka-consumer-perf-test with a group (--group), reading RECORDS of the produce
 #         run's records (after RECORDS/5 unmeasured); its fetch.MB.sec and fetch.nMsg.sec, which
-#         leave out the group's join;
+#         leave out the group's join (a fraction of a second at RECORDS=20000: noisy);
 #       stable: STABLE_MEMBERS (10) Java consumers of one new group, threads of one process,
 #         start together; the time until each has partitions and the group is described Stable
-#         (tools/bench/GroupBench.java; Kafka's classic coordinator waits its initial delay,
-#         then once more while members kept coming, so about 6 s of it is the delay);
+#         (tools/bench/GroupBench.java). Classic: Kafka ends the join phase at the end of the
+#         first 3 s period in which no member came, so 6 s when they all come at once; Ferry 3 s
+#         after the last member came. KIP-848: a partition moves to a new member only after its
+#         owner gave it up, each learning it in a heartbeat (every 5 s on both);
 #       commits: COMMIT_MEMBERS (16) consumers of one group in one process, each committing
 #         (commitSync) after every poll for COMMIT_SECONDS (10) s; commits per second and the
 #         p99 commit latency (a commit is answered once the offsets topic's in-sync replicas
@@ -610,8 +612,9 @@ ferry_restart() {
     [ ! -e "/proc/$p" ] || grep -q '^[0-9]* (.*) Z' "/proc/$p/stat" || continue
     wait "$p" 2>/dev/null || true
     FERRY_TWO_LOG_DIRS=1 start_ferry_node "$id" "$base"
-    for _ in $(seq 1 240); do
+    for try in $(seq 1 240); do
       kcat -L -m 2 -b "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))" 2>/dev/null | grep -q '^ 3 brokers:' && break
+      [ "$try" -lt 240 ] || echo "ferry: node $id, started again, does not serve after 120 s" >&2
       sleep 0.5
     done
   done
