@@ -222,18 +222,41 @@ impl BrokerHandle {
         &self.core
     }
 
-    /// Deregisters (so leadership moves at once), stops the tasks and flushes the logs.
+    /// A controlled shutdown, as Kafka's: deregisters (the controller then moves every
+    /// leadership away), waits until the metadata shows none left here that another in-sync
+    /// replica could take, for at most `controlled.shutdown.max.retries` times
+    /// `controlled.shutdown.retry.backoff.ms` (3 x 5 s), then stops the tasks and flushes the logs.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         let lease = *self.lease.borrow();
         if lease != 0 {
             let _ = tokio::time::timeout(Duration::from_secs(2), self.client.lease_revoke(lease)).await;
+            let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_WAIT;
+            while movable_leaderships(&self.core.view.read(), self.core.id) > 0
+                && tokio::time::Instant::now() < deadline
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         for t in &self.tasks {
             t.abort();
         }
         self.core.close();
     }
+}
+
+/// The longest a controlled shutdown waits for leadership to move: Kafka's
+/// `controlled.shutdown.max.retries` (3) times `controlled.shutdown.retry.backoff.ms` (5000).
+const CONTROLLED_SHUTDOWN_WAIT: Duration = Duration::from_secs(15);
+
+/// Partitions `me` leads that another live in-sync replica could lead instead.
+fn movable_leaderships(view: &proto::cluster_view::ClusterView, me: i32) -> usize {
+    let live = view.live_brokers();
+    view.topics
+        .values()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.state.leader == me && p.state.isr.iter().any(|b| *b != me && live.contains(b)))
+        .count()
 }
 
 /// Probes the log dirs now and then, and takes the replicas of a failed dir offline as soon as

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use metastore::{Client, NodeConfig, NodeHandle, RaftTuning};
 
@@ -429,6 +429,23 @@ impl ProcNode {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+
+    /// Sends SIGTERM and waits for the process to exit, at most `bound`; how long it took, or
+    /// `None` if it still ran (it is then killed).
+    pub fn terminate(&mut self, bound: Duration) -> Option<Duration> {
+        let mut c = self.child.take()?;
+        let started = Instant::now();
+        let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+        while started.elapsed() < bound {
+            if let Ok(Some(_)) = c.try_wait() {
+                return Some(started.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
     }
 
     /// Whether the process runs.

@@ -168,3 +168,42 @@ async fn a_silent_broker_loses_leadership_and_returns_truncated_and_in_sync() {
         "12 had every record, so nothing was truncated: {values:?}"
     );
 }
+
+/// A controlled shutdown: SIGTERM on a broker-only node that leads partitions moves every
+/// leadership to another in-sync replica before the process goes, and the process always ends,
+/// within 25 s: at most 2 s to deregister, 15 s of waiting for leadership to move (Kafka's 3
+/// retries of 5 s), 2 s for open gRPC streams and 2 s for blocking tasks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_on_a_leading_broker_moves_its_leadership_and_the_process_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut four = tests::reassign::start_brokers(dir.path(), 4);
+    let c = four.client.clone();
+    let assignment: Vec<Vec<i32>> = (0..6).map(|i| vec![4, 1 + i % 3, 1 + (i + 1) % 3]).collect();
+    tests::reassign::create(&c, "led", assignment, &[]).await;
+    wait_until(
+        Duration::from_secs(60),
+        "broker 4 leads every partition, all in sync",
+        || {
+            let c = c.clone();
+            async move {
+                let Some(ps) = tests::data::partition_states(&c, "led").await else {
+                    return false;
+                };
+                ps.len() == 6 && ps.iter().all(|(_, s)| s.leader == 4 && s.isr.len() == 3)
+            }
+        },
+    )
+    .await;
+    let took = tokio::task::spawn_blocking(move || {
+        let took = four.nodes.get_mut(&4).unwrap().terminate(Duration::from_secs(25));
+        (took, four)
+    })
+    .await
+    .unwrap();
+    let (took, four) = took;
+    let took = took.expect("the broker-only node exited within 25 s of SIGTERM");
+    // Read at once: the leaders were moved before the process went, not after its lease ran out.
+    let ps = tests::data::partition_states(&four.client, "led").await.unwrap();
+    assert!(ps.iter().all(|(_, s)| s.leader != 4 && s.leader > 0), "{ps:?}");
+    eprintln!("broker 4 exited {took:?} after SIGTERM");
+}

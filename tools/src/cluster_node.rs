@@ -120,7 +120,15 @@ impl RunningNode {
         }
         if let Some((tx, h)) = self.server {
             let _ = tx.send(());
-            let _ = h.await;
+            // A graceful stop waits for every open stream (followers' replication sessions
+            // never end on their own): give them a moment, then stop anyway.
+            let abort = h.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(2), h)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
         }
         if let Some(m) = self.metastore {
             m.shutdown().await;

@@ -128,6 +128,9 @@ fn main() {
         }
     };
     runtime.block_on(run(cli));
+    // The node has stopped its roles: a blocking task still in a loop (a log being cleaned, a
+    // copy) must not keep the process alive, so it gets a short grace and then the process ends.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
 }
 
 async fn run(cli: Cli) {

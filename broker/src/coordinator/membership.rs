@@ -206,8 +206,11 @@ pub fn prepare_rebalance(g: &mut Group, now: i64, out: &mut Out) {
     g.state_timestamp = now;
 }
 
-/// An empty group's rebalance waits `delay` for more members (each member that comes
-/// restarts it), up to the rebalance timeout: Kafka's initial delayed join.
+/// An empty group's rebalance waits `delay` for more members, up to the rebalance timeout, as
+/// Kafka's initial delayed join does. On purpose it ends `delay` after the last member came,
+/// where Kafka waits whole periods of `delay` until one passes with no new member (so it ends
+/// between `delay` and twice `delay` after the last): a group starting together is stable
+/// sooner, and members that keep coming still extend the wait.
 pub fn start_initial_delay(g: &mut Group, now: i64, delay: i64) {
     if g.state == GroupState::PreparingRebalance && delay > 0 {
         let bound = g.deadline.unwrap_or(now);
