@@ -55,6 +55,14 @@ pub(crate) async fn register(
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
+            // A broker starting beside its quorum has no cluster credential until the first
+            // leader writes it: expected on a clean start, so said quietly.
+            Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                tracing::debug!(error = %e, "broker registration waits for the cluster credential");
+                let _ = client.lease_revoke(lease).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "broker registration failed");
                 let _ = client.lease_revoke(lease).await;

@@ -258,8 +258,9 @@ fn read_credential_file(o: &NodeOptions, broker_client: &metastore::Client) -> a
         loop {
             match c.set_credential_file(&path) {
                 Ok(()) => return,
+                // Expected while a new cluster forms: said once, as information.
                 Err(e) if !warned => {
-                    tracing::warn!(error = %e, "waiting for the cluster credential file");
+                    tracing::info!(error = %e, "waiting for the cluster credential file");
                     warned = true;
                 }
                 Err(_) => {}

@@ -145,6 +145,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         .join(metastore::credential::CREDENTIAL_FILE);
     let mut nodes = start_nodes(&a, &layout, &credential_file).await?;
     let stop = crate::shutdown_signal();
+    wait_registered(&layout).await;
     print_banner(&a, &layout, &nodes, &credential_file);
     stop.await;
     println!("stopping...");
@@ -154,6 +155,24 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         n.shutdown().await;
     }
     Ok(())
+}
+
+/// Waits until every broker of the layout is registered, so that the ready lines come when
+/// the whole cluster takes requests naming any broker (at most a minute; then it says so).
+async fn wait_registered(layout: &DevLayout) {
+    let quorum: Vec<String> = layout.nodes.values().cloned().collect();
+    let want = layout.nodes.len() + layout.brokers.len();
+    let Ok(client) = broker::ClusterClient::new(&quorum) else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tokio::time::Instant::now() < deadline {
+        if client.brokers().await.is_ok_and(|b| b.len() >= want) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    eprintln!("warning: not every broker registered within a minute; the cluster may not be whole yet");
 }
 
 /// Starts the quorum-and-broker nodes, then the broker-only ones, in id order.
