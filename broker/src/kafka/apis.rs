@@ -75,6 +75,31 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::AlterReplicaLogDirs, 1, 1, 2),
 ];
 
+/// The README's table of Kafka's APIs: each served one with the versions it takes, then the
+/// ones not served. A test keeps the README equal to it.
+pub fn api_table() -> String {
+    let mut out = String::from("| API | key | versions served |\n| --- | --- | --- |\n");
+    let mut served: Vec<&Served> = SERVED.iter().collect();
+    served.sort_by_key(|s| s.api as i16);
+    for s in &served {
+        out.push_str(&format!(
+            "| {:?} | {} | {}–{} |\n",
+            s.api, s.api as i16, s.decoded_min, s.max
+        ));
+    }
+    let not: Vec<String> = (0..=i16::MAX)
+        .take_while(|k| *k < 200)
+        .filter_map(|k| ApiKey::try_from(k).ok())
+        .filter(|a| !SERVED.iter().any(|s| s.api == *a))
+        .map(|a| format!("{a:?} ({})", a as i16))
+        .collect();
+    out.push_str(&format!(
+        "\nNot served (the connection closes, as Kafka's does for an API it does not know): {}.\n",
+        not.join(", ")
+    ));
+    out
+}
+
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
 /// and go out as UNKNOWN_SERVER_ERROR (-1); the message carries the detail where a field has room.
 pub fn wire(code: ErrorCode) -> i16 {
@@ -298,6 +323,26 @@ mod tests {
         // Before v13 the names are taken as given.
         let got = super::super::data::fetch_topics(&view(), &[by_name], 12);
         assert_eq!(got[0].0.as_ref().map(|n| n.0.as_str()), Some("t"));
+    }
+
+    #[test]
+    fn the_readme_lists_every_api_as_served() {
+        let readme = include_str!("../../../README.md");
+        let (start, end) = ("<!-- kafka-apis -->\n", "<!-- /kafka-apis -->");
+        let table = readme
+            .split_once(start)
+            .and_then(|(_, rest)| rest.split_once(end))
+            .map(|(t, _)| t)
+            .expect("the README's kafka-apis section");
+        let want = api_table();
+        if table != want {
+            let path = std::env::temp_dir().join("ferry-kafka-apis.md");
+            let _ = std::fs::write(&path, &want);
+            panic!(
+                "README.md's API table is out of date: the table is in {}",
+                path.display()
+            );
+        }
     }
 
     #[test]
