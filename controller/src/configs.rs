@@ -42,6 +42,19 @@ enum Record {
 /// A resource's configs, the revision they were read at (0: nothing stored yet) and its record.
 type Stored = (HashMap<String, String>, u64, Record);
 
+/// The refusal of a stored record that cannot be decoded: it names the key.
+fn damaged(key: &str, e: &prost::DecodeError) -> Refusal {
+    Refusal::new(
+        ErrorCode::KAFKA_STORAGE_ERROR,
+        format!("{key} holds a record that cannot be read ({e}); nothing was changed"),
+    )
+}
+
+/// A topic's stored record, or the refusal naming its key.
+fn decoded_topic(key: &str, value: &[u8]) -> Result<TopicRecord, Refusal> {
+    TopicRecord::decode(value).map_err(|e| damaged(key, &e))
+}
+
 /// Reads a resource's configs, or refuses a resource that is not there or not named right.
 async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refusal>, metastore::ClientError> {
     match Type::try_from(r.r#type) {
@@ -52,7 +65,12 @@ async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refu
                     format!("Topic '{}' does not exist.", r.name),
                 )));
             };
-            let rec = TopicRecord::decode(kv.value.as_ref()).unwrap_or_default();
+            // A record that cannot be read is refused, never taken as a default: written back,
+            // the default would lose the topic's id and partition count.
+            let rec = match decoded_topic(&keys::topic(&r.name), &kv.value) {
+                Ok(rec) => rec,
+                Err(e) => return Ok(Err(e)),
+            };
             Ok(Ok((rec.config.clone(), kv.mod_revision, Record::Topic(rec))))
         }
         Ok(Type::Broker) => {
@@ -62,9 +80,13 @@ async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refu
             };
             let kv = client.get(&keys::broker_config(id)).await?;
             let rev = kv.as_ref().map_or(0, |kv| kv.mod_revision);
-            let rec = kv
-                .and_then(|kv| BrokerConfigRecord::decode(kv.value.as_ref()).ok())
-                .unwrap_or_default();
+            let rec = match kv {
+                Some(kv) => match BrokerConfigRecord::decode(kv.value.as_ref()) {
+                    Ok(rec) => rec,
+                    Err(e) => return Ok(Err(damaged(&keys::broker_config(id), &e))),
+                },
+                None => BrokerConfigRecord::default(),
+            };
             Ok(Ok((
                 rec.config,
                 rev,
@@ -161,4 +183,32 @@ pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterCon
         Ok(()) => AlterConfigsResponse::default(),
         Err(Refusal { code, message }) => refused(code, message),
     })
+}
+
+#[cfg(test)]
+mod damaged_tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_topic_record_is_refused_by_its_key_not_taken_as_a_default() {
+        let good = TopicRecord {
+            topic_id: "x".into(),
+            partitions: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            decoded_topic("/brokers/topics/t", &good.encode_to_vec())
+                .unwrap()
+                .partitions,
+            3
+        );
+        let err = decoded_topic("/brokers/topics/t", &[0xff, 0xff, 0xff]).unwrap_err();
+        assert_eq!(err.code, ErrorCode::KAFKA_STORAGE_ERROR);
+        assert!(
+            err.message
+                .starts_with("/brokers/topics/t holds a record that cannot be read"),
+            "{}",
+            err.message
+        );
+    }
 }
