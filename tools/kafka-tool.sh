@@ -4,7 +4,7 @@
 # NAME: kafka-topics, kafka-console-producer, kafka-console-consumer, kafka-reassign-partitions,
 # kafka-log-dirs, kafka-configs, kafka-leader-election, kafka-producer-perf-test,
 # kafka-consumer-perf-test, kafka-dump-log, kafka-get-offsets, kafka-delete-records, kafka-consumer-groups,
-# kafka-verifiable-producer, kafka-verifiable-consumer, kafka-e2e-latency, kafka-cluster.
+# kafka-verifiable-producer, kafka-verifiable-consumer, kafka-e2e-latency, kafka-cluster, kafka-features.
 # Logs go to stderr at WARN (KAFKA_TOOL_LOG_LEVEL sets the level); KAFKA_HEAP_OPTS replaces -Xmx256m.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -28,6 +28,7 @@ case "$name" in
   kafka-consumer-groups) classes="org.apache.kafka.tools.consumer.group.ConsumerGroupCommand kafka.admin.ConsumerGroupCommand" ;;
   kafka-verifiable-producer) classes="org.apache.kafka.tools.VerifiableProducer" ;;
   kafka-verifiable-consumer) classes="org.apache.kafka.tools.VerifiableConsumer" ;;
+  kafka-features) classes="org.apache.kafka.tools.FeatureCommand kafka.admin.FeatureCommand" ;;
   kafka-cluster) classes="org.apache.kafka.tools.ClusterTool kafka.tools.ClusterTool" ;;
   kafka-e2e-latency) classes="org.apache.kafka.tools.EndToEndLatency kafka.tools.EndToEndLatency" ;;
   *) echo "kafka-tool: unknown tool '$name'" >&2; exit 2 ;;

@@ -1,13 +1,14 @@
 //! Kafka's clients get Kafka's answers. The cluster's id, as they read it: a new cluster gets one when it first forms
 //! (`/cluster/id`, 16 random bytes in Kafka's text form), Metadata and DescribeCluster answer
 //! it, librdkafka's `describe_cluster()` reads it (it crashed the Python process when Metadata
-//! carried none), and `kafka-cluster cluster-id` prints it.
+//! carried none), and `kafka-cluster cluster-id` prints it. `kafka-features describe` prints
+//! the features Ferry finalizes.
 
 use std::process::Command;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn clients_read_the_cluster_id_the_metastore_holds() {
+async fn clients_read_the_cluster_id_the_metastore_holds_and_the_finalized_features() {
     let dir = tempfile::tempdir().unwrap();
     let (four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
     let meta = four.meta.clone();

@@ -100,6 +100,39 @@ pub fn api_table() -> String {
     out
 }
 
+/// The features Ferry finalizes, as Kafka names them, with the levels whose behaviour it
+/// matches: `metadata.version` 21 (3.9-IV0: Kafka 3.9's data API versions, which Ferry serves)
+/// and `group.version` 1 (KIP-848 consumer groups served). The range each supports is the
+/// level alone, as Ferry does not switch behaviour by level.
+pub const FEATURES: &[(&str, i16)] = &[("metadata.version", 21), ("group.version", 1)];
+
+/// Adds the supported and finalized features to an ApiVersions answer (tagged fields from v3).
+pub fn with_features(mut r: ApiVersionsResponse) -> ApiVersionsResponse {
+    use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
+    r.supported_features = FEATURES
+        .iter()
+        .map(|(name, level)| {
+            let mut f = SupportedFeatureKey::default();
+            f.name = StrBytes::from_static_str(name);
+            f.min_version = *level;
+            f.max_version = *level;
+            f
+        })
+        .collect();
+    r.finalized_features = FEATURES
+        .iter()
+        .map(|(name, level)| {
+            let mut f = FinalizedFeatureKey::default();
+            f.name = StrBytes::from_static_str(name);
+            f.min_version_level = *level;
+            f.max_version_level = *level;
+            f
+        })
+        .collect();
+    r.finalized_features_epoch = 0;
+    r
+}
+
 /// A refusal's code as the Kafka protocol carries it: Ferry's own codes (1000 and up) do not fit
 /// and go out as UNKNOWN_SERVER_ERROR (-1); the message carries the detail where a field has room.
 pub fn wire(code: ErrorCode) -> i16 {

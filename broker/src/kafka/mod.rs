@@ -262,6 +262,12 @@ async fn handle(
             // Kafka answers an unknown ApiVersions version with v0 and UNSUPPORTED_VERSION.
             respond(api, 0, c, &apis::api_versions(ErrorCode::UNSUPPORTED_VERSION))
         }
+        ApiKey::ApiVersions if version >= 3 => respond(
+            api,
+            version,
+            c,
+            &apis::with_features(apis::api_versions(ErrorCode::NONE)),
+        ),
         ApiKey::ApiVersions => respond(api, version, c, &apis::api_versions(ErrorCode::NONE)),
         ApiKey::Metadata => {
             let req = MetadataRequest::decode(&mut frame, version).map_err(malformed)?;
