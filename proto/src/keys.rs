@@ -8,6 +8,8 @@ pub const TOPICS: &str = "/brokers/topics/";
 pub const CONTROLLER: &str = "/controller";
 /// The cluster's id ([`crate::ferry::ClusterIdRecord`]), written by a ZooKeeper import.
 pub const CLUSTER_ID: &str = "/cluster/id";
+/// The next producer id block to hand out (`ProducerIdBlockRecord`).
+pub const PRODUCER_IDS: &str = "/cluster/producer_ids";
 /// Present while a cancel-all is in force.
 pub const REASSIGN_CANCEL: &str = "/admin/reassign_cancel";
 /// Rewritten by every reassignment submit, so that a write can be guarded against submits made

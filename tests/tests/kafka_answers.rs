@@ -83,3 +83,31 @@ async fn a_huge_topic_name_gets_invalid_topic_exception() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Producer ids come in blocks of the cluster's, taken with a guarded write: two brokers (ids 1
+/// and 1025 handed out the same ids when an id held the broker id's low 10 bits) taking ids at
+/// once never hand out the same one, and a broker started again does not reuse its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_ids_are_unique_across_brokers_and_restarts() {
+    use broker::kafka::producer_ids::ProducerIds;
+    let cluster = tests::Cluster::start(3).await;
+    let client = cluster.trusted_client().await;
+    let (one, other) = (ProducerIds::new(client.clone()), ProducerIds::new(client.clone()));
+    let take = |ids: ProducerIds| async move {
+        let mut out = Vec::new();
+        for _ in 0..2500 {
+            out.push(ids.allocate().await.unwrap());
+        }
+        out
+    };
+    let (a, b) = tokio::join!(take(one), take(other));
+    // Broker 1 starts again: a fresh allocator, as after a restart.
+    let again = take(ProducerIds::new(client.clone())).await;
+    let mut all: Vec<i64> = a.into_iter().chain(b).chain(again).collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "every id handed out once");
+    assert!(all[0] >= 0);
+    cluster.shutdown().await;
+}

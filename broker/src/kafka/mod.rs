@@ -69,10 +69,11 @@ pub async fn serve(
     }
     // An import (`ferry migrate-zk`) replaces the id a new cluster was given: follow it.
     let follow_id = cluster_id.clone();
+    let follow_client = metastore.clone();
     let _cluster_id = AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            read_cluster_id(&metastore, &follow_id).await;
+            read_cluster_id(&follow_client, &follow_id).await;
         }
     }));
     let runtime = crate::coordinator::runtime::Runtime::new(
@@ -82,7 +83,7 @@ pub async fn serve(
     // Stops with the listener: the runtime's loop ends when this task is aborted.
     let _runtime = AbortOnDrop(tokio::spawn(runtime.clone().run()));
     let ctx = Arc::new(Context {
-        ids: ProducerIds::new(core.id, core.config.clock.wall_ms()),
+        ids: ProducerIds::new(metastore.clone()),
         controller,
         groups: groups::Groups::new(runtime),
         cluster_id,
@@ -314,7 +315,7 @@ async fn handle(
         }
         ApiKey::InitProducerId => {
             let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &producer_ids::init_producer_id(&ctx.ids, &req))
+            respond(api, version, c, &producer_ids::init_producer_id(&ctx.ids, &req).await)
         }
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
