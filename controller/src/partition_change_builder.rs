@@ -10,7 +10,8 @@
 //! 5. completion of a move whose target replicas are all in sync and in their named dirs.
 //!
 //! Each step bumps the epochs it must (`partition_change::bump_epochs`, which also asserts the
-//! partition rules). The `AlterPartition` and `ElectLeaders` handlers, the active controller and
+//! partition rules); the built change then moves the partition epoch by one, and the leader
+//! epoch by one if the leader changed, however many steps it took. The `AlterPartition` and `ElectLeaders` handlers, the active controller and
 //! the property test all call it, so the test checks the code that runs.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -163,7 +164,14 @@ impl<'a> PartitionChangeBuilder<'a> {
                 completes = true;
             }
         }
-        Ok((next != *old).then_some(Built { state: next, completes }))
+        if next == *old {
+            return Ok(None);
+        }
+        // Each step stamped its own epochs; the change as a whole moves the partition epoch
+        // once, and the leader epoch once if the leader changed, as Kafka's builder does.
+        next.partition_epoch = old.partition_epoch + 1;
+        next.leader_epoch = old.leader_epoch + u32::from(next.leader != old.leader);
+        Ok(Some(Built { state: next, completes }))
     }
 }
 
@@ -213,6 +221,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(built.completes);
+        assert_eq!(
+            built.state.partition_epoch,
+            s.partition_epoch + 1,
+            "one change, one bump"
+        );
         assert_eq!(built.state.replicas, vec![2, 3]);
         assert!(built.state.adding.is_empty() && built.state.removing.is_empty());
         assert!(built.state.isr.contains(&built.state.leader));
