@@ -481,7 +481,6 @@ fn election_writes(
 /// decided on, whether it lets an adding replica join the ISR, and whether it completes a move.
 struct IsrWrite {
     plan: Plan<PartitionState>,
-    current: PartitionState,
     joins_adding: bool,
     completes: bool,
 }
@@ -495,8 +494,9 @@ enum IsrDecision {
     Write(IsrWrite),
 }
 
-/// Decides an AlterPartition on the partition's view.
-fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView) -> IsrDecision {
+/// Decides an AlterPartition on the partition's view; `cancel_all` whether a cancel-all is in
+/// force (the builder's rule then keeps adding replicas out of the ISR).
+fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView, cancel_all: bool) -> IsrDecision {
     let Some(entry) = view.partition(&req.topic, req.partition) else {
         return IsrDecision::Answer(AlterPartitionResponse {
             error_code: ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
@@ -518,6 +518,7 @@ fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView) -> IsrDecision {
     // Completion is decided in the same transaction as the ISR change that allows it.
     let built = PartitionChangeBuilder::new(&entry.state, &live)
         .isr(&change, Some(joiners))
+        .cancel_all(cancel_all)
         .complete()
         .build();
     let (new, completes) = match built {
@@ -544,7 +545,6 @@ fn isr_writes(req: &AlterPartitionRequest, view: &ClusterView) -> IsrDecision {
     }
     IsrDecision::Write(IsrWrite {
         plan: Plan::write(guards, ops, new),
-        current: entry.state.clone(),
         joins_adding,
         completes,
     })
@@ -556,40 +556,51 @@ async fn alter_partition(
     client: &Client,
     req: AlterPartitionRequest,
 ) -> Result<AlterPartitionResponse, metastore::ClientError> {
-    let view = load_partition_view(client, &req.topic, req.partition).await?;
-    let w = match isr_writes(&req, &view) {
-        IsrDecision::Write(w) => w,
-        IsrDecision::Answer(answer) => return Ok(answer),
-    };
-    let changed = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "the partition changed meanwhile");
-    let e = match Runner::new(client, "ISR change", changed).write(w.plan).await? {
-        Ok(new) => {
-            if w.completes {
-                tracing::info!(topic = req.topic, partition = req.partition, replicas = ?new.replicas, "reassignment completed");
+    // The cancel-all marker is read only for a change that lets an adding replica in, and the
+    // write guards its absence: a cancel-all that lands in between fails the write, and the
+    // change is decided again, when the builder's rule refuses it.
+    let mut cancel_all = false;
+    loop {
+        let view = load_partition_view(client, &req.topic, req.partition).await?;
+        let w = match isr_writes(&req, &view, cancel_all) {
+            IsrDecision::Write(w)
+                if w.joins_adding && !cancel_all && client.get(keys::REASSIGN_CANCEL).await?.is_some() =>
+            {
+                cancel_all = true;
+                continue;
             }
-            return Ok(AlterPartitionResponse {
-                error_code: 0,
-                error_message: String::new(),
-                state: Some(new),
-            });
+            IsrDecision::Write(w) => w,
+            IsrDecision::Answer(mut answer) => {
+                // The builder's refusal names no partition; the leader's log should.
+                if answer.error_code == ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS.0 {
+                    answer.error_message = format!("{}-{}: {}", req.topic, req.partition, answer.error_message);
+                }
+                return Ok(answer);
+            }
+        };
+        let changed = Refusal::new(ErrorCode::INVALID_UPDATE_VERSION, "the partition changed meanwhile");
+        match Runner::new(client, "ISR change", changed).write(w.plan).await? {
+            Ok(new) => {
+                if w.completes {
+                    tracing::info!(topic = req.topic, partition = req.partition, replicas = ?new.replicas, "reassignment completed");
+                }
+                return Ok(AlterPartitionResponse {
+                    error_code: 0,
+                    error_message: String::new(),
+                    state: Some(new),
+                });
+            }
+            Err(e) => {
+                if w.joins_adding && !cancel_all && client.get(keys::REASSIGN_CANCEL).await?.is_some() {
+                    cancel_all = true;
+                    continue;
+                }
+                return Ok(AlterPartitionResponse {
+                    error_code: e.code.0,
+                    error_message: e.message,
+                    state: None,
+                });
+            }
         }
-        Err(e) => e,
-    };
-    if w.joins_adding && client.get(keys::REASSIGN_CANCEL).await?.is_some() {
-        let e = Refusal::new(
-            ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
-            "a cancel-all is rolling back this partition's reassignment; adding replicas do not join the ISR",
-        )
-        .context(format!("{}-{}", req.topic, req.partition));
-        return Ok(AlterPartitionResponse {
-            error_code: e.code.0,
-            error_message: e.message,
-            state: Some(w.current),
-        });
     }
-    Ok(AlterPartitionResponse {
-        error_code: e.code.0,
-        error_message: e.message,
-        state: None,
-    })
 }
