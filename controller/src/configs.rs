@@ -131,22 +131,49 @@ pub async fn describe(
 /// AlterConfigs' write of one resource: its configs with the request's sets and removals, in a
 /// write guarded by the revision they were read at.
 fn alter_writes(req: &AlterConfigsRequest, name: &str, (mut config, rev, record): Stored) -> Result<Plan<()>, Refusal> {
+    let mut set = req.set.clone();
+    let mut delete = req.delete.clone();
+    if !req.ops.is_empty() {
+        // Kafka's operations, over the configs as stored now: APPEND and SUBTRACT are decided
+        // here, in the guarded write, so a concurrent change to another key is never lost.
+        let mut now = config.clone();
+        for k in &delete {
+            now.remove(k);
+        }
+        now.extend(set.clone());
+        let ops: Vec<(String, i32, Option<String>)> = req
+            .ops
+            .iter()
+            .map(|o| (o.name.clone(), o.op, o.value.clone()))
+            .collect();
+        let change = proto::config_ops::plan_incremental(&ops, &now)?;
+        for k in change.delete {
+            set.remove(&k);
+            if !delete.contains(&k) {
+                delete.push(k);
+            }
+        }
+        for (k, v) in change.set {
+            delete.retain(|d| *d != k);
+            set.insert(k, v);
+        }
+    }
     let checked = match record {
-        Record::Topic(_) => topic_config::validate(&req.set),
-        Record::Broker(..) => topic_config::validate_broker(&req.set),
+        Record::Topic(_) => topic_config::validate(&set),
+        Record::Broker(..) => topic_config::validate_broker(&set),
     };
     checked.map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, e))?;
-    for k in &req.delete {
+    for k in &delete {
         config.remove(k);
     }
-    config.extend(req.set.clone());
+    config.extend(set.clone());
     if req.validate_only {
         return Ok(Plan::answer(()));
     }
     // A key set or removed here is the operator's from now on: never removed by Ferry.
     let by_hand = |auto: Option<AutoRemove>| {
         auto.map(|mut a| {
-            a.keys.retain(|k| !req.set.contains_key(k) && !req.delete.contains(k));
+            a.keys.retain(|k| !set.contains_key(k) && !delete.contains(k));
             a
         })
         .filter(|a| !a.keys.is_empty())
@@ -186,8 +213,45 @@ pub async fn alter(client: &Client, req: AlterConfigsRequest) -> Result<AlterCon
 }
 
 #[cfg(test)]
-mod damaged_tests {
+mod tests {
     use super::*;
+
+    /// APPEND is planned over the configs as stored when the write is decided (and decided again
+    /// when its guard fails), so two appends to one list, or a change to another key beside it,
+    /// keep both: the broker no longer plans it over a read of its own.
+    #[test]
+    fn an_append_is_planned_over_the_stored_configs_in_the_guarded_write() {
+        use proto::config_ops::APPEND;
+        use proto::ferry::ConfigOp;
+        const LEADERS: &str = "leader.replication.throttled.replicas";
+        let stored = TopicRecord {
+            topic_id: "id".into(),
+            partitions: 2,
+            config: [
+                (LEADERS.to_string(), "0:1".to_string()),
+                ("retention.ms".to_string(), "1000".to_string()),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let req = AlterConfigsRequest {
+            ops: vec![ConfigOp {
+                name: LEADERS.into(),
+                op: APPEND,
+                value: Some("1:2".into()),
+            }],
+            ..Default::default()
+        };
+        let plan = alter_writes(&req, "t", (stored.config.clone(), 7, Record::Topic(stored))).unwrap();
+        assert_eq!(plan.guards, vec![at_revision(keys::topic("t"), 7)]);
+        let Some(proto::metastore::op::Op::Put(put)) = &plan.ops[0].op else {
+            panic!("a put")
+        };
+        let rec = TopicRecord::decode(put.value.as_ref()).unwrap();
+        assert_eq!(rec.config[LEADERS], "0:1,1:2");
+        assert_eq!(rec.config["retention.ms"], "1000", "the other key stays");
+        assert_eq!((rec.topic_id.as_str(), rec.partitions), ("id", 2));
+    }
 
     #[test]
     fn an_unreadable_topic_record_is_refused_by_its_key_not_taken_as_a_default() {

@@ -18,6 +18,7 @@ pub mod ferry {
 
 pub mod clock;
 pub mod cluster_view;
+pub mod config_ops;
 pub mod errors;
 pub mod kafka_uuid;
 pub mod keys;

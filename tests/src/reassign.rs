@@ -275,6 +275,7 @@ pub async fn set_config(c: &ClusterClient, kind: config_resource::Type, name: &s
         set: [(key.to_string(), value.to_string())].into(),
         delete: vec![],
         validate_only: false,
+        ops: vec![],
     };
     let r = c
         .admin_call(|mut a| {

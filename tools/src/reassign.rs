@@ -464,6 +464,7 @@ async fn set_dir_move_throttle(c: &ClusterClient, f: &ReassignmentFile, throttle
             set: [(proto::topic_config::ALTER_LOG_DIRS_RATE.to_string(), rate.to_string())].into(),
             delete: vec![],
             validate_only: false,
+            ops: vec![],
         };
         let r = c
             .admin_call(|mut x| {

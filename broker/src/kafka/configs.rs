@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use proto::config_ops::ConfigChange;
 use proto::errors::ErrorCode;
 use proto::ferry::{self as pb, config_resource::Type};
 use proto::topic_config;
@@ -163,98 +164,6 @@ pub async fn describe_configs(
     resp
 }
 
-/// Kafka's config operations.
-const SET: i8 = 0;
-const DELETE: i8 = 1;
-const APPEND: i8 = 2;
-const SUBTRACT: i8 = 3;
-
-/// One resource's change as one write: configs to set and configs to remove.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct ConfigChange {
-    /// Configs to set.
-    pub set: HashMap<String, String>,
-    /// Configs to remove.
-    pub delete: Vec<String>,
-}
-
-impl ConfigChange {
-    fn put(&mut self, name: &str, value: Option<String>) {
-        match value {
-            Some(v) => {
-                self.delete.retain(|d| d != name);
-                self.set.insert(name.to_string(), v);
-            }
-            None => {
-                self.set.remove(name);
-                if !self.delete.iter().any(|d| d == name) {
-                    self.delete.push(name.to_string());
-                }
-            }
-        }
-    }
-}
-
-/// Whether an IncrementalAlterConfigs resource needs the current configs (APPEND, SUBTRACT).
-fn needs_current(ops: &[(String, i8, Option<String>)]) -> bool {
-    ops.iter().any(|(_, op, _)| *op == APPEND || *op == SUBTRACT)
-}
-
-/// The change IncrementalAlterConfigs asks for, over the configs set now. APPEND adds the
-/// list elements not there yet and SUBTRACT removes those given; a list left empty is removed.
-/// Both apply to list configs only, as in Kafka (INVALID_CONFIG); the error names the config.
-pub fn plan_incremental(
-    ops: &[(String, i8, Option<String>)],
-    current: &HashMap<String, String>,
-) -> Result<ConfigChange, Failure> {
-    let mut change = ConfigChange::default();
-    for (name, op, value) in ops {
-        // A later operation on the same config sees the earlier ones' result.
-        let now = match change.set.get(name) {
-            Some(v) => Some(v.clone()),
-            None if change.delete.contains(name) => None,
-            None => current.get(name).cloned(),
-        };
-        match (*op, value) {
-            (SET, Some(v)) => change.put(name, Some(v.clone())),
-            (SET, None) => return Err(invalid(format!("{name}: SET needs a value"))),
-            (DELETE, _) => change.put(name, None),
-            (APPEND | SUBTRACT, _) if !topic_config::is_list(name) => {
-                return Err((
-                    wire(ErrorCode::INVALID_CONFIG),
-                    format!("{name}: APPEND and SUBTRACT apply to list configs only"),
-                ))
-            }
-            (APPEND | SUBTRACT, None) => return Err(invalid(format!("{name}: operation {op} needs a value"))),
-            (APPEND | SUBTRACT, Some(v)) => {
-                let mut items: Vec<String> = list(now.as_deref().unwrap_or(""));
-                for item in list(v) {
-                    if *op == APPEND && !items.contains(&item) {
-                        items.push(item);
-                    } else if *op == SUBTRACT {
-                        items.retain(|i| *i != item);
-                    }
-                }
-                change.put(name, (!items.is_empty()).then(|| items.join(",")));
-            }
-            (op, _) => {
-                return Err(invalid(format!(
-                    "{name}: unknown operation {op} (SET 0, DELETE 1, APPEND 2, SUBTRACT 3)"
-                )))
-            }
-        }
-    }
-    Ok(change)
-}
-
-fn list(v: &str) -> Vec<String> {
-    v.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 /// The change the legacy AlterConfigs asks for: the given configs become the resource's whole
 /// set, so configs set now and not given are removed (a null value removes one too).
 pub fn plan_replace(given: &[(String, Option<String>)], current: &HashMap<String, String>) -> ConfigChange {
@@ -271,11 +180,13 @@ pub fn plan_replace(given: &[(String, Option<String>)], current: &HashMap<String
     change
 }
 
-/// Writes `change` to `res` in one request.
+/// Writes `change` and Kafka's operations `ops` to `res` in one request; the controller applies
+/// the operations to the configs it holds, inside its guarded write.
 async fn write(
     ch: &ControllerChannels,
     res: pb::ConfigResource,
     change: ConfigChange,
+    ops: Vec<pb::ConfigOp>,
     validate_only: bool,
 ) -> Result<(), Failure> {
     let grpc = pb::AlterConfigsRequest {
@@ -283,6 +194,7 @@ async fn write(
         set: change.set,
         delete: change.delete,
         validate_only,
+        ops,
     };
     let a = call(ch, |mut c| async move { c.alter_configs(grpc).await }).await?;
     match a.error_code {
@@ -292,7 +204,8 @@ async fn write(
 }
 
 /// IncrementalAlterConfigs: SET, DELETE, APPEND and SUBTRACT on each resource, each resource
-/// in one write.
+/// in one guarded write of the controller's, which plans the operations over what it holds
+/// (`proto::config_ops`).
 pub async fn incremental_alter_configs(
     ch: &ControllerChannels,
     req: IncrementalAlterConfigsRequest,
@@ -302,26 +215,18 @@ pub async fn incremental_alter_configs(
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = r.resource_type;
         out.resource_name = r.resource_name.clone();
-        let ops: Vec<(String, i8, Option<String>)> = r
+        let ops: Vec<pb::ConfigOp> = r
             .configs
             .iter()
-            .map(|c| {
-                (
-                    c.name.to_string(),
-                    c.config_operation,
-                    c.value.as_ref().map(|v| v.to_string()),
-                )
+            .map(|c| pb::ConfigOp {
+                name: c.name.to_string(),
+                op: i32::from(c.config_operation),
+                value: c.value.as_ref().map(|v| v.to_string()),
             })
             .collect();
         let outcome = async {
             let res = resource(r.resource_type, &r.resource_name).map_err(invalid)?;
-            let now = if needs_current(&ops) {
-                current(ch, res.clone()).await?
-            } else {
-                HashMap::new()
-            };
-            let change = plan_incremental(&ops, &now)?;
-            write(ch, res, change, req.validate_only).await
+            write(ch, res, ConfigChange::default(), ops, req.validate_only).await
         };
         let (code, message) = outcome.await.err().unwrap_or((0, String::new()));
         out.error_code = code;
@@ -347,7 +252,7 @@ pub async fn alter_configs(ch: &ControllerChannels, req: AlterConfigsRequest) ->
         let outcome = async {
             let res = resource(r.resource_type, &r.resource_name).map_err(invalid)?;
             let now = current(ch, res.clone()).await?;
-            write(ch, res, plan_replace(&given, &now), req.validate_only).await
+            write(ch, res, plan_replace(&given, &now), Vec::new(), req.validate_only).await
         };
         let (code, message) = outcome.await.err().unwrap_or((0, String::new()));
         out.error_code = code;
@@ -364,46 +269,6 @@ fn invalid(why: String) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn op(name: &str, op: i8, value: Option<&str>) -> (String, i8, Option<String>) {
-        (name.into(), op, value.map(String::from))
-    }
-
-    const LEADERS: &str = "leader.replication.throttled.replicas";
-
-    #[test]
-    fn append_and_subtract_change_list_elements_only() {
-        let now = HashMap::from([(LEADERS.to_string(), "0:1,1:2".to_string())]);
-        let c = plan_incremental(&[op(LEADERS, APPEND, Some("1:2,2:3"))], &now).unwrap();
-        assert_eq!(c.set[LEADERS], "0:1,1:2,2:3");
-        let c = plan_incremental(&[op(LEADERS, SUBTRACT, Some("0:1"))], &now).unwrap();
-        assert_eq!(c.set[LEADERS], "1:2");
-        let c = plan_incremental(&[op(LEADERS, SUBTRACT, Some("0:1,1:2"))], &now).unwrap();
-        assert_eq!(c.delete, vec![LEADERS.to_string()], "an emptied list is removed");
-        let c = plan_incremental(&[op(LEADERS, APPEND, Some("5:1"))], &HashMap::new()).unwrap();
-        assert_eq!(c.set[LEADERS], "5:1");
-    }
-
-    #[test]
-    fn operations_on_one_config_apply_in_order() {
-        let ops = [op(LEADERS, DELETE, None), op(LEADERS, APPEND, Some("3:1"))];
-        let now = HashMap::from([(LEADERS.to_string(), "0:1".to_string())]);
-        let c = plan_incremental(&ops, &now).unwrap();
-        assert_eq!(c.set[LEADERS], "3:1");
-        assert!(c.delete.is_empty());
-    }
-
-    #[test]
-    fn bad_operations_name_the_config() {
-        let (code, e) = plan_incremental(&[op("retention.ms", APPEND, Some("1"))], &HashMap::new()).unwrap_err();
-        assert_eq!(code, wire(ErrorCode::INVALID_CONFIG));
-        assert!(e.contains("retention.ms") && e.contains("list"), "{e}");
-        let (code, e) = plan_incremental(&[op("retention.ms", SET, None)], &HashMap::new()).unwrap_err();
-        assert_eq!(code, wire(ErrorCode::INVALID_REQUEST));
-        assert!(e.contains("retention.ms"), "{e}");
-        let (_, e) = plan_incremental(&[op("retention.ms", 7, Some("1"))], &HashMap::new()).unwrap_err();
-        assert!(e.contains("unknown operation 7"), "{e}");
-    }
 
     #[test]
     fn describe_lists_every_known_config_set_or_default() {
