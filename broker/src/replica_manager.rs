@@ -44,6 +44,8 @@ pub struct DataConfig {
     pub retention: crate::retention::RetentionConfig,
     /// The log cleaner's settings.
     pub cleaner: crate::cleaner::CleanerConfig,
+    /// The group coordinator's settings.
+    pub group: crate::coordinator::group::GroupConfig,
     /// The clock replicas time lag and leases with.
     pub clock: Clock,
 }
@@ -62,6 +64,7 @@ impl Default for DataConfig {
             swap_pause_ms: 0,
             retention: Default::default(),
             cleaner: Default::default(),
+            group: Default::default(),
             clock: Clock::system(),
         }
     }

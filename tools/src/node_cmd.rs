@@ -1,5 +1,6 @@
 //! `ferry node`: one node (quorum member, broker, or both) as its own process.
 
+use broker::coordinator::group::GroupConfig;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -90,6 +91,22 @@ pub struct NodeArgs {
     /// (log.retention.check.interval.ms).
     #[arg(long, default_value_t = broker::retention::RetentionConfig::default().check_interval_ms, env = "FERRY_LOG_RETENTION_CHECK_INTERVAL_MS")]
     log_retention_check_interval_ms: u64,
+    /// How long a new group waits for more members before its first rebalance, in ms
+    /// (group.initial.rebalance.delay.ms).
+    #[arg(long, default_value_t = GroupConfig::default().initial_rebalance_delay_ms, env = "FERRY_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    group_initial_rebalance_delay_ms: i64,
+    /// The shortest session a group member may ask for, in ms (group.min.session.timeout.ms).
+    #[arg(long, default_value_t = GroupConfig::default().min_session_timeout_ms, env = "FERRY_GROUP_MIN_SESSION_TIMEOUT_MS")]
+    group_min_session_timeout_ms: i32,
+    /// The longest session a group member may ask for, in ms (group.max.session.timeout.ms).
+    #[arg(long, default_value_t = GroupConfig::default().max_session_timeout_ms, env = "FERRY_GROUP_MAX_SESSION_TIMEOUT_MS")]
+    group_max_session_timeout_ms: i32,
+    /// Members a group may have (group.max.size).
+    #[arg(long, default_value_t = GroupConfig::default().max_size, env = "FERRY_GROUP_MAX_SIZE")]
+    group_max_size: usize,
+    /// How long an empty group's offsets are kept, in minutes (offsets.retention.minutes).
+    #[arg(long, default_value_t = GroupConfig::default().offsets_retention_ms / 60_000, env = "FERRY_OFFSETS_RETENTION_MINUTES")]
+    offsets_retention_minutes: i64,
     /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
     #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism, env = "FERRY_NUM_REPLICA_ALTER_LOG_DIRS_THREADS")]
     num_replica_alter_log_dirs_threads: usize,
@@ -169,6 +186,11 @@ struct FileConfig {
     leader_imbalance_check_interval_ms: Option<u64>,
     log_dir_probe_interval_ms: Option<u64>,
     log_retention_check_interval_ms: Option<u64>,
+    group_initial_rebalance_delay_ms: Option<i64>,
+    group_min_session_timeout_ms: Option<i32>,
+    group_max_session_timeout_ms: Option<i32>,
+    group_max_size: Option<usize>,
+    offsets_retention_minutes: Option<i64>,
     num_replica_alter_log_dirs_threads: Option<usize>,
     log_cleaner_enable: Option<bool>,
     log_cleaner_threads: Option<usize>,
@@ -242,6 +264,11 @@ impl NodeArgs {
             leader_imbalance_check_interval_ms,
             log_dir_probe_interval_ms,
             log_retention_check_interval_ms,
+            group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms,
+            group_max_session_timeout_ms,
+            group_max_size,
+            offsets_retention_minutes,
             num_replica_alter_log_dirs_threads,
             log_cleaner_enable,
             log_cleaner_threads,
@@ -397,6 +424,14 @@ fn data_config(a: &NodeArgs) -> broker::DataConfig {
         backoff_ms: a.log_cleaner_backoff_ms,
     };
     data.retention.check_interval_ms = a.log_retention_check_interval_ms;
+    data.group = GroupConfig {
+        initial_rebalance_delay_ms: a.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms: a.group_min_session_timeout_ms,
+        max_session_timeout_ms: a.group_max_session_timeout_ms,
+        max_size: a.group_max_size,
+        offsets_retention_ms: a.offsets_retention_minutes.saturating_mul(60_000),
+        ..Default::default()
+    };
     data
 }
 
@@ -515,6 +550,32 @@ max_partitions_per_topic = 5000
             None,
             "off by default"
         );
+    }
+
+    #[test]
+    fn group_settings_reach_the_broker_from_flags_and_default_to_kafkas() {
+        let a = parse(
+            &[
+                "--group-initial-rebalance-delay-ms",
+                "0",
+                "--offsets-retention-minutes",
+                "5",
+            ],
+            "",
+        )
+        .unwrap();
+        let g = data_config(&a).group;
+        assert_eq!((g.initial_rebalance_delay_ms, g.offsets_retention_ms), (0, 300_000));
+        let d = data_config(&parse(&[], "").unwrap()).group;
+        assert_eq!(
+            (
+                d.initial_rebalance_delay_ms,
+                d.min_session_timeout_ms,
+                d.max_session_timeout_ms
+            ),
+            (3000, 6000, 1_800_000)
+        );
+        assert_eq!(d.offsets_retention_ms, 10_080 * 60_000);
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub async fn serve(
     }));
     let runtime = crate::coordinator::runtime::Runtime::new(
         Arc::new(crate::coordinator::broker_log::BrokerOffsetsLog(core.clone())),
-        crate::coordinator::group::GroupConfig::default(),
+        core.config.group.clone(),
     );
     // Stops with the listener: the runtime's loop ends when this task is aborted.
     let _runtime = AbortOnDrop(tokio::spawn(runtime.clone().run()));
