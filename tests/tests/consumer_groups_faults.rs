@@ -170,7 +170,11 @@ async fn verifiable_clients_keep_every_acked_record_through_a_broker_bounce_and_
         async move { want.is_subset(&consumed(&seen.lock().unwrap())) }
     })
     .await;
-    let _ = consumer.kill();
+    // SIGTERM, which `timeout` passes on: a SIGKILL would end only the wrapper and leave the
+    // consumer's JVM running.
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &consumer.id().to_string()])
+        .status();
     let _ = consumer.wait();
     // Committed offsets per partition, in the order the consumer saw them succeed.
     let lines = consumer_lines.lock().unwrap().clone();
