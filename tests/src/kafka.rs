@@ -61,6 +61,30 @@ pub fn run(cmd: &mut Command, input: &str) -> (Option<i32>, String, String) {
     )
 }
 
+/// Every record of partition 0 of `topic`, read from the start with kcat as JSON lines.
+pub fn kcat_read(bootstrap: &str, topic: &str) -> Vec<serde_json::Value> {
+    let (code, out, err) = run(
+        Command::new("timeout").args([
+            "60",
+            "kcat",
+            "-C",
+            "-J",
+            "-b",
+            bootstrap,
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+        ]),
+        "",
+    );
+    assert_eq!(code, Some(0), "kcat consume failed: {err}");
+    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 /// One of Kafka's Java tools by its script name (`tools/kafka-tool.sh`), with a deadline.
 pub fn kafka_tool(name: &str) -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/kafka-tool.sh");

@@ -114,28 +114,8 @@ fn kcat(bootstrap: &str, codec: &str, lines: &[String]) {
 /// Every record a consumer (kcat: kafka-python lacks some codecs) reads from the start, by key:
 /// each (offset, value) seen.
 fn consume(bootstrap: &str) -> BTreeMap<String, Vec<(i64, Option<String>)>> {
-    let (code, out, err) = run(
-        Command::new("timeout").args([
-            "60",
-            "kcat",
-            "-C",
-            "-J",
-            "-b",
-            bootstrap,
-            "-t",
-            TOPIC,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-        ]),
-        "",
-    );
-    assert_eq!(code, Some(0), "kcat consume failed: {err}");
     let mut by_key: BTreeMap<String, Vec<(i64, Option<String>)>> = BTreeMap::new();
-    for line in out.lines() {
-        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+    for r in tests::kafka::kcat_read(bootstrap, TOPIC) {
         let key = r["key"].as_str().expect("every record has a key").to_string();
         by_key
             .entry(key)

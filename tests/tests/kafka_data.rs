@@ -8,32 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tests::kafka::run;
+use tests::kafka::{kcat_read, run};
 use tests::reassign::create;
-
-/// Every record of partition 0 of `topic`, read with kcat as JSON lines.
-fn kcat_read(bootstrap: &str, topic: &str) -> Vec<serde_json::Value> {
-    let (code, out, err) = run(
-        Command::new("timeout").args([
-            "60",
-            "kcat",
-            "-C",
-            "-J",
-            "-b",
-            bootstrap,
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-        ]),
-        "",
-    );
-    assert_eq!(code, Some(0), "kcat consume failed: {err}");
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
 
 /// The partition folder `name` under `root`, wherever a broker keeps it.
 fn find_dir(root: &Path, name: &str) -> Vec<PathBuf> {

@@ -40,6 +40,19 @@ pub struct LogSnapshot {
     pub producer_last: HashMap<i64, i64>,
 }
 
+impl LogSnapshot {
+    /// `log` as a clean reads it, over its `segments`.
+    pub fn of(log: &mut PartitionLog, segments: Vec<SegmentFiles>) -> Result<Self, CleanError> {
+        Ok(Self {
+            dir: log.dir().to_path_buf(),
+            segments,
+            index_interval_bytes: log.config().index_interval_bytes,
+            segment_bytes: log.config().segment_bytes,
+            producer_last: log.producer_last_offsets()?,
+        })
+    }
+}
+
 /// What to clean, and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CleanRange {
@@ -51,6 +64,18 @@ pub struct CleanRange {
     pub delete_retention_ms: i64,
     /// The time of the clean, in ms.
     pub now_ms: i64,
+}
+
+impl CleanRange {
+    /// The range `ltc` chose, cleaned by `policy`'s rules at `now_ms`.
+    pub fn of(ltc: &choose::LogToClean, policy: &CompactionPolicy, now_ms: i64) -> Self {
+        Self {
+            first_dirty: ltc.first_dirty,
+            first_uncleanable: ltc.first_uncleanable,
+            delete_retention_ms: policy.delete_retention_ms,
+            now_ms,
+        }
+    }
 }
 
 /// What a clean did.
@@ -150,19 +175,8 @@ pub fn clean_exclusive(
     };
     let offsets = choose::cleanable_offsets(&stat, checkpoint, policy, now_ms);
     let ltc = choose::log_to_clean(&stat, &offsets, false);
-    let snap = LogSnapshot {
-        dir: log.dir().to_path_buf(),
-        segments,
-        index_interval_bytes: log.config().index_interval_bytes,
-        segment_bytes: log.config().segment_bytes,
-        producer_last: log.producer_last_offsets()?,
-    };
-    let range = CleanRange {
-        first_dirty: ltc.first_dirty,
-        first_uncleanable: ltc.first_uncleanable,
-        delete_retention_ms: policy.delete_retention_ms,
-        now_ms,
-    };
+    let snap = LogSnapshot::of(log, segments)?;
+    let range = CleanRange::of(&ltc, policy, now_ms);
     clean(&snap, &range, map, &|_| {}, &mut |old, new| {
         log.replace_segments(old, new)
     })

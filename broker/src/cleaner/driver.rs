@@ -288,20 +288,10 @@ impl LogCleaner {
             if r.future().is_some() {
                 return Err(CleanError::Aborted);
             }
-            LogSnapshot {
-                dir: log.dir().to_path_buf(),
-                segments: log.segment_files(false)?,
-                index_interval_bytes: log.config().index_interval_bytes,
-                segment_bytes: log.config().segment_bytes,
-                producer_last: log.producer_last_offsets()?,
-            }
+            let segments = log.segment_files(false)?;
+            LogSnapshot::of(&mut log, segments)?
         };
-        let range = CleanRange {
-            first_dirty: ltc.first_dirty,
-            first_uncleanable: ltc.first_uncleanable,
-            delete_retention_ms: policy.delete_retention_ms,
-            now_ms: now,
-        };
+        let range = CleanRange::of(ltc, policy, now);
         let hosted = || self.core.replicas.read().get(tp).is_some_and(|x| Arc::ptr_eq(x, r));
         let mut swap = |old: &[crate::partition_log::SegmentFiles], new: crate::partition_log::SwapSegment| {
             if !hosted() {

@@ -12,6 +12,10 @@ use super::consumer_records::TopicPartitions;
 /// The assignors served.
 pub const ASSIGNORS: &[&str] = &["uniform", "range"];
 
+/// How the assignors find a topic by name: its id and partition count, or `None` when it does
+/// not exist (yet). A lookup, so that a heartbeat does not copy the cluster's every topic.
+pub type Topics<'a> = &'a dyn Fn(&str) -> Option<TopicMeta>;
+
 /// A topic as the assignors see it: its id and partition count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TopicMeta {
@@ -26,23 +30,26 @@ pub struct TopicMeta {
 pub fn assign(
     assignor: &str,
     members: &BTreeMap<String, Vec<String>>,
-    topics: &HashMap<String, TopicMeta>,
+    topics: Topics<'_>,
 ) -> BTreeMap<String, TopicPartitions> {
     let mut out: BTreeMap<String, TopicPartitions> =
         members.keys().map(|m| (m.clone(), TopicPartitions::new())).collect();
-    let mut by_topic: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut by_topic: BTreeMap<&str, (TopicMeta, Vec<&str>)> = BTreeMap::new();
     for (m, subs) in members {
         for t in subs {
-            if topics.contains_key(t) {
-                by_topic.entry(t.as_str()).or_default().push(m.as_str());
+            if let Some(meta) = topics(t) {
+                by_topic
+                    .entry(t.as_str())
+                    .or_insert((meta, Vec::new()))
+                    .1
+                    .push(m.as_str());
             }
         }
     }
     let mut load: HashMap<&str, usize> = members.keys().map(|m| (m.as_str(), 0)).collect();
-    for (topic, mut subscribers) in by_topic {
+    for (meta, mut subscribers) in by_topic.into_values() {
         subscribers.sort_unstable();
         subscribers.dedup();
-        let meta = topics[topic];
         let n = meta.partitions as usize;
         let owners: Vec<&str> = if assignor == "range" {
             let (each, extra) = (n / subscribers.len(), n % subscribers.len());
@@ -115,7 +122,8 @@ mod tests {
 
     #[test]
     fn every_partition_goes_to_exactly_one_member_and_uniform_balances() {
-        let a = assign("uniform", &members(3), &topics());
+        let t = topics();
+        let a = assign("uniform", &members(3), &|n| t.get(n).copied());
         assert_eq!(total(&a), 7);
         let counts: Vec<usize> = a.values().map(|t| t.values().map(Vec::len).sum()).collect();
         assert!(
@@ -133,7 +141,8 @@ mod tests {
 
     #[test]
     fn range_gives_contiguous_ranges_in_member_order() {
-        let a = assign("range", &members(4), &topics());
+        let t = topics();
+        let a = assign("range", &members(4), &|n| t.get(n).copied());
         let id = Uuid::from_u128(1);
         assert_eq!(a["m0"][&id], vec![0, 1]);
         assert_eq!(a["m1"][&id], vec![2, 3]);

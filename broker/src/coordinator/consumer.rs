@@ -4,12 +4,12 @@
 //! never give a partition to two members at once: a member first gives up what it must
 //! (its epoch stays), and gets a partition only once no other member holds it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 
 use proto::errors::ErrorCode;
 
-use super::assignor::{self, TopicMeta};
+use super::assignor::{self, Topics};
 use super::consumer_records::{self, AssignmentValue, MemberValue, TopicPartitions};
 use super::group::Out;
 use super::records::Key;
@@ -145,11 +145,11 @@ impl ConsumerGroup {
             .collect()
     }
 
-    fn hash_topics(&self, topics: &HashMap<String, TopicMeta>) -> u64 {
+    fn hash_topics(&self, topics: Topics<'_>) -> u64 {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for t in self.subscribed() {
             t.hash(&mut h);
-            if let Some(m) = topics.get(&t) {
+            if let Some(m) = topics(&t) {
                 (m.id, m.partitions).hash(&mut h);
             }
         }
@@ -214,7 +214,7 @@ impl ConsumerGroup {
         &mut self,
         now: i64,
         req: Heartbeat,
-        topics: &HashMap<String, TopicMeta>,
+        topics: Topics<'_>,
         max_size: usize,
         new_id: String,
         out: &mut Out,

@@ -143,25 +143,6 @@ impl Runtime {
         Ok(super::hash::partition_for(group, n))
     }
 
-    /// Groups coordinated here, per partition.
-    pub async fn group_counts(&self) -> Vec<(u32, usize)> {
-        let ready: Vec<(u32, Arc<tokio::sync::Mutex<Loaded>>)> = self
-            .slots
-            .lock()
-            .iter()
-            .filter_map(|(p, s)| match s {
-                Slot::Ready(_, s) => Some((*p, s.clone())),
-                Slot::Loading(_) => None,
-            })
-            .collect();
-        let mut out = Vec::new();
-        for (p, s) in ready {
-            out.push((p, s.lock().await.shard.group_count()));
-        }
-        out.sort();
-        out
-    }
-
     /// Every loaded shard.
     pub fn loaded(&self) -> Vec<Arc<tokio::sync::Mutex<Loaded>>> {
         self.slots

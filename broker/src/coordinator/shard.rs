@@ -98,7 +98,26 @@ impl Shard {
     /// Replays one stored record (loading); unreadable records are skipped and counted by the
     /// caller. `now` starts the loaded members' sessions.
     pub fn replay(&mut self, key: &[u8], value: Option<&[u8]>, now: i64) -> Result<(), records::RecordError> {
-        match records::decode_key(key)? {
+        let key = records::decode_key(key)?;
+        let consumer_group = match &key {
+            Key::ConsumerGroup(g) | Key::ConsumerMember { group: g, .. } | Key::ConsumerAssignment { group: g, .. } => {
+                Some(g.clone())
+            }
+            _ => None,
+        };
+        if let Some(group) = consumer_group {
+            if matches!(key, Key::ConsumerGroup(_)) && value.is_none() {
+                self.consumer_groups.remove(&group);
+            } else {
+                let g = self
+                    .consumer_groups
+                    .entry(group.clone())
+                    .or_insert_with(|| super::consumer::ConsumerGroup::new(&group));
+                g.replay(&key, value, now)?;
+            }
+            return Ok(());
+        }
+        match key {
             Key::Offset {
                 group,
                 topic,
@@ -126,21 +145,8 @@ impl Shard {
                     self.groups.remove(&group);
                 }
             },
-            Key::ConsumerGroup(ref group)
-            | Key::ConsumerMember { ref group, .. }
-            | Key::ConsumerAssignment { ref group, .. } => {
-                let key = records::decode_key(key)?;
-                if matches!(key, Key::ConsumerGroup(_)) && value.is_none() {
-                    self.consumer_groups.remove(group);
-                } else {
-                    let g = self
-                        .consumer_groups
-                        .entry(group.clone())
-                        .or_insert_with(|| super::consumer::ConsumerGroup::new(group));
-                    g.replay(&key, value, now)?;
-                }
-            }
-            Key::Other(_) => {}
+            // Consumer-group records were replayed above; others are not served.
+            _ => {}
         }
         Ok(())
     }

@@ -2,24 +2,22 @@
 //! group id names either a classic group or a consumer group; an empty classic group (offsets
 //! only) becomes a consumer group when a consumer joins it, as Kafka upgrades one.
 
-use std::collections::HashMap;
-
 use proto::errors::ErrorCode;
 
-use super::assignor::{TopicMeta, ASSIGNORS};
+use super::assignor::{Topics, ASSIGNORS};
 use super::consumer::{ConsumerGroup, Heartbeat, HeartbeatAnswer};
 use super::group::{GroupState, Out};
 use super::records::Key;
 use super::shard::Shard;
 
 impl Shard {
-    /// Handles a ConsumerGroupHeartbeat; `topics` are the cluster's topics by name.
+    /// Handles a ConsumerGroupHeartbeat; `topics` finds the cluster's topics by name.
     pub fn consumer_heartbeat(
         &mut self,
         group: &str,
         now: i64,
         req: Heartbeat,
-        topics: &HashMap<String, TopicMeta>,
+        topics: Topics<'_>,
         new_id: String,
     ) -> (HeartbeatAnswer, Out) {
         let mut out = Out::default();

@@ -25,22 +25,14 @@ use crate::coordinator::consumer_records::{MemberValue, TopicPartitions as Owned
 use crate::coordinator::group::Out;
 use crate::replica_manager::BrokerCore;
 
-/// The cluster's topics by name, as the assignors see them.
-fn topics(view: &ClusterView) -> HashMap<String, TopicMeta> {
-    view.topics
-        .iter()
-        .filter_map(|(name, e)| {
-            let r = e.record.as_ref().filter(|r| !r.deleting)?;
-            let id = Uuid::from_str(&r.topic_id).ok()?;
-            Some((
-                name.clone(),
-                TopicMeta {
-                    id,
-                    partitions: r.partitions,
-                },
-            ))
-        })
-        .collect()
+/// A topic of `view` as the assignors see it, unless it is being deleted.
+fn topic(view: &ClusterView, name: &str) -> Option<TopicMeta> {
+    let r = view.topics.get(name)?.record.as_ref().filter(|r| !r.deleting)?;
+    let id = Uuid::from_str(&r.topic_id).ok()?;
+    Some(TopicMeta {
+        id,
+        partitions: r.partitions,
+    })
 }
 
 fn s(v: &str) -> StrBytes {
@@ -56,7 +48,6 @@ pub async fn heartbeat(
     client_id: &str,
 ) -> ConsumerGroupHeartbeatResponse {
     let group = req.group_id.0.to_string();
-    let topics = topics(&core.view.read());
     let hb = Heartbeat {
         member_id: req.member_id.to_string(),
         member_epoch: req.member_epoch,
@@ -93,7 +84,10 @@ pub async fn heartbeat(
             ..Default::default()
         },
         None => on_shard(&groups.runtime, &group, |st, now| {
-            st.shard.consumer_heartbeat(&group, now, hb, &topics, new_id)
+            // Only the topics the group subscribes to are looked up, in the view as it is now.
+            let view = core.view.read();
+            st.shard
+                .consumer_heartbeat(&group, now, hb, &|name| topic(&view, name), new_id)
         })
         .await
         .unwrap_or_else(|code| HeartbeatAnswer {
@@ -146,10 +140,13 @@ pub async fn describe(
     core: &BrokerCore,
     req: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let names: HashMap<Uuid, String> = topics(&core.view.read())
-        .into_iter()
-        .map(|(name, m)| (m.id, name))
-        .collect();
+    let names: HashMap<Uuid, String> = {
+        let view = core.view.read();
+        view.topics
+            .keys()
+            .filter_map(|name| Some((topic(&view, name)?.id, name.clone())))
+            .collect()
+    };
     let mut r = ConsumerGroupDescribeResponse::default();
     for id in req.group_ids {
         let name = id.0.to_string();

@@ -133,7 +133,18 @@ impl Segment {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("open", &time_path, e)),
             _ => {}
         }
-        Ok(Segment {
+        Ok(Segment::empty(base, log_path, index_path, time_path))
+    }
+
+    /// An empty segment at `base` over files just made empty; its time index file is created
+    /// with its first entry.
+    pub(in crate::partition_log) fn empty(
+        base: i64,
+        log_path: PathBuf,
+        index_path: PathBuf,
+        time_path: PathBuf,
+    ) -> Self {
+        Segment {
             base,
             next_offset: base,
             size: 0,
@@ -145,7 +156,7 @@ impl Segment {
             time_file: LazyFile::created_on_use(time_path.clone()),
             time_path,
             time: TimeIndex::default(),
-        })
+        }
     }
 
     /// Opens an existing segment's files; the caller must then run one of the `recover_*` methods.

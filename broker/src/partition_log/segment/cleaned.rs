@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::record_batch::BatchHeader;
 
-use super::super::time_index::TimeIndex;
 use super::super::{io_err, LogError};
-use super::{file_stem, open_rw, LazyFile, Segment};
+use super::{file_stem, open_rw, Segment};
 
 /// The `.log`, `.index` and `.timeindex` paths of the segment at `base`, each followed by `suffix`.
 pub(in crate::partition_log) fn suffixed_paths(dir: &Path, base: i64, suffix: &str) -> [PathBuf; 3] {
@@ -27,19 +26,7 @@ impl Segment {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("remove", &time_path, e)),
             _ => {}
         }
-        Ok(Segment {
-            base,
-            next_offset: base,
-            size: 0,
-            log: LazyFile::new(log_path.clone()),
-            index_file: LazyFile::new(index_path.clone()),
-            log_path,
-            index_path,
-            index: Vec::new(),
-            time_file: LazyFile::created_on_use(time_path.clone()),
-            time_path,
-            time: TimeIndex::default(),
-        })
+        Ok(Segment::empty(base, log_path, index_path, time_path))
     }
 
     /// Appends `run`, whole batches back to back whose headers are `headers`, with one write:
