@@ -1,6 +1,12 @@
 //! Compiles the protos with protox, so no system `protoc` is needed.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["proto/metastore.proto", "proto/raft.proto", "proto/ferry.proto"];
+    let files = [
+        "proto/metastore.proto",
+        "proto/raft.proto",
+        "proto/ferry.proto",
+        "proto/plan.proto",
+        "proto/security.proto",
+    ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");
     }

@@ -4,7 +4,8 @@
 # NAME: kafka-topics, kafka-console-producer, kafka-console-consumer, kafka-reassign-partitions,
 # kafka-log-dirs, kafka-configs, kafka-leader-election, kafka-producer-perf-test,
 # kafka-consumer-perf-test, kafka-dump-log, kafka-get-offsets, kafka-delete-records, kafka-consumer-groups,
-# kafka-verifiable-producer, kafka-verifiable-consumer, kafka-e2e-latency, kafka-cluster, kafka-features.
+# kafka-verifiable-producer, kafka-verifiable-consumer, kafka-e2e-latency, kafka-cluster, kafka-features,
+# kafka-metadata-quorum, kafka-broker-api-versions, kafka-acls.
 # Logs go to stderr at WARN (KAFKA_TOOL_LOG_LEVEL sets the level); KAFKA_HEAP_OPTS replaces -Xmx256m.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -30,6 +31,9 @@ case "$name" in
   kafka-verifiable-consumer) classes="org.apache.kafka.tools.VerifiableConsumer" ;;
   kafka-features) classes="org.apache.kafka.tools.FeatureCommand kafka.admin.FeatureCommand" ;;
   kafka-cluster) classes="org.apache.kafka.tools.ClusterTool kafka.tools.ClusterTool" ;;
+  kafka-metadata-quorum) classes="org.apache.kafka.tools.MetadataQuorumCommand" ;;
+  kafka-broker-api-versions) classes="org.apache.kafka.tools.BrokerApiVersionsCommand kafka.admin.BrokerApiVersionsCommand" ;;
+  kafka-acls) classes="org.apache.kafka.tools.AclCommand kafka.admin.AclCommand" ;;
   kafka-e2e-latency) classes="org.apache.kafka.tools.EndToEndLatency kafka.tools.EndToEndLatency" ;;
   *) echo "kafka-tool: unknown tool '$name'" >&2; exit 2 ;;
 esac

@@ -26,10 +26,12 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 
 # Debian packages: the ZooKeeper migration tests run a real ZooKeeper server; kcat is the
-# Kafka-protocol client the broker's Kafka-protocol tests use.
+# Kafka-protocol client the broker's Kafka-protocol tests use; chromium (headless) loads the web
+# console's pages in its test.
 need=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
 command -v java >/dev/null 2>&1 || need+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need+=(maven)

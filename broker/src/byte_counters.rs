@@ -52,6 +52,10 @@ pub struct BrokerMetrics {
     pub replication_bytes_out: ByThrottle,
     /// `ferry_dir_move_bytes_total`: bytes copied into future logs by log dir moves.
     pub dir_move_bytes: IntCounter,
+    /// `ferry_authentication_failures_total`: Kafka logins refused.
+    pub authentication_failures: IntCounter,
+    /// `ferry_authorization_denials_total`: requests (or parts of them) an ACL refused.
+    pub authorization_denials: IntCounter,
 }
 
 impl Default for BrokerMetrics {
@@ -76,6 +80,16 @@ impl BrokerMetrics {
             dir_move_bytes: IntCounter::new(
                 "ferry_dir_move_bytes_total",
                 "Bytes copied into future logs by moves between this broker's log dirs.",
+            )
+            .expect("valid counter"),
+            authentication_failures: IntCounter::new(
+                "ferry_authentication_failures_total",
+                "Kafka client logins refused (a wrong password, a bad proof, a message out of turn).",
+            )
+            .expect("valid counter"),
+            authorization_denials: IntCounter::new(
+                "ferry_authorization_denials_total",
+                "Kafka requests, or topics or groups in them, that the ACLs refused.",
             )
             .expect("valid counter"),
         }

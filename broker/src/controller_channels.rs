@@ -4,11 +4,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use proto::ferry::admin_client::AdminClient;
+use proto::ferry::security_client::SecurityClient;
+use tonic::codegen::InterceptedService;
 
 /// Channels to the quorum nodes for the broker's requests to the controller (any node answers),
 /// moving on to the next node after a failure.
 #[derive(Clone)]
 pub struct ControllerChannels {
+    /// The cluster credential for the Security service (users and ACLs).
+    credential: metastore::CredentialInterceptor,
     channels: Arc<Vec<tonic::transport::Channel>>,
     /// The address of each channel, as configured, for leader hints.
     addrs: Arc<Vec<String>>,
@@ -34,6 +38,7 @@ impl ControllerChannels {
             .filter_map(|q| Some((metastore::peers::channel(q).ok()?, q.clone())))
             .unzip();
         (!channels.is_empty()).then(|| Self {
+            credential: Default::default(),
             channels: Arc::new(channels),
             addrs: Arc::new(addrs),
             next: Arc::new(AtomicUsize::new(0)),
@@ -45,6 +50,22 @@ impl ControllerChannels {
         AdminClient::new(self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30)
+    }
+
+    /// Sends `credential` (the broker's metastore client's) with Security service calls.
+    pub fn with_credential(mut self, credential: metastore::CredentialInterceptor) -> Self {
+        self.credential = credential;
+        self
+    }
+
+    /// A Security service client of the node to ask next, carrying the cluster credential.
+    pub fn security(
+        &self,
+    ) -> SecurityClient<InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>> {
+        SecurityClient::with_interceptor(
+            self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone(),
+            self.credential.clone(),
+        )
     }
 
     /// The last call failed: the next goes to another node.

@@ -9,57 +9,20 @@
 //! reads as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::partition_log::{LogConfig, LogError, PartitionLog};
 use crate::replica_manager::BrokerCore;
 
 /// How often the files are brought up to date.
 pub const INTERVAL: Duration = Duration::from_secs(5);
-/// High watermarks.
-pub const REPLICATION: &str = "replication-offset-checkpoint";
-/// Log start offsets.
-pub const LOG_START: &str = "log-start-offset-checkpoint";
-/// Recovery points.
-pub const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
-
-/// One replica's line in a checkpoint file.
-pub type Entry = (String, u32, i64);
+use crate::checkpoint_file::replace;
+pub use crate::checkpoint_file::{encode, log_starts, parse, Entry, LogStarts, LOG_START, RECOVERY_POINT, REPLICATION};
 
 /// One writer at a time (the timer's and DeleteRecords'), each gathering under it: an older
 /// text never replaces a newer one.
 static WRITING: parking_lot::Mutex<()> = parking_lot::const_mutex(());
-
-/// A checkpoint file's text: version 0, the count, one line per replica, in name order.
-pub fn encode(entries: &[Entry]) -> String {
-    let mut sorted: Vec<&Entry> = entries.iter().collect();
-    sorted.sort();
-    let mut out = format!("0\n{}\n", sorted.len());
-    for (topic, partition, offset) in sorted {
-        out.push_str(&format!("{topic} {partition} {offset}\n"));
-    }
-    out
-}
-
-/// The entries of a checkpoint file's text, if it is a well-formed version 0 file.
-pub fn parse(text: &str) -> Option<Vec<Entry>> {
-    let mut lines = text.lines();
-    if lines.next()? != "0" {
-        return None;
-    }
-    let count: usize = lines.next()?.parse().ok()?;
-    let entries: Vec<Entry> = lines
-        .map(|l| {
-            let mut f = l.split(' ');
-            let e = (f.next()?.to_string(), f.next()?.parse().ok()?, f.next()?.parse().ok()?);
-            f.next().is_none().then_some(e)
-        })
-        .collect::<Option<_>>()?;
-    (entries.len() == count).then_some(entries)
-}
 
 /// One replica's offsets: high watermark, log start, recovery point.
 struct Row {
@@ -90,53 +53,6 @@ fn gather(core: &BrokerCore) -> BTreeMap<PathBuf, Vec<Row>> {
         }
     }
     by_dir
-}
-
-/// Replaces `dir/name` with `text`: a temporary file, synced, renamed over it.
-pub(crate) fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))
-}
-
-/// The log start offsets that `dir`'s checkpoint remembers, by replica; none when the file is
-/// missing or damaged (the segments' own bases then stand).
-pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
-    let path = dir.join(LOG_START);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                tracing::warn!(path = %path.display(), error = %e, "reading a checkpoint file");
-            }
-            return HashMap::new();
-        }
-    };
-    match parse(&text) {
-        Some(entries) => entries.into_iter().map(|(t, p, o)| ((t, p), o)).collect(),
-        None => {
-            tracing::warn!(path = %path.display(), "a checkpoint file is damaged; not read");
-            HashMap::new()
-        }
-    }
-}
-
-/// The log start checkpoints of the dirs a broker opens, each read once.
-#[derive(Debug, Default)]
-pub struct LogStarts(HashMap<PathBuf, HashMap<(String, u32), i64>>);
-
-impl LogStarts {
-    /// Opens the replica of `topic`-`partition` in `dir` at the log start its checkpoint has.
-    pub fn open(&mut self, dir: &Path, topic: &str, partition: u32, cfg: LogConfig) -> Result<PartitionLog, LogError> {
-        let starts = self.0.entry(dir.to_path_buf()).or_insert_with(|| log_starts(dir));
-        let mut log = PartitionLog::open(&dir.join(crate::log_dirs::replica_folder(topic, partition)), cfg)?;
-        if let Some(&start) = starts.get(&(topic.to_string(), partition)) {
-            log.restore_log_start(start)?;
-        }
-        Ok(log)
-    }
 }
 
 /// Writes `dir`'s log start checkpoint now, synced (DeleteRecords answers after it).

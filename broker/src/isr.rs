@@ -86,17 +86,26 @@ impl FollowerProgress {
     }
 }
 
+/// The ISR the high watermark counts: the current one and, while a change is in flight, every
+/// member it asks for (KIP-497's maximal ISR). A joiner counts from the moment it is proposed; a
+/// leaver counts until the change is stored.
+/// Walked, not collected: the leader recomputes its watermark on every follower fetch.
+pub fn maximal<'a>(isr: &'a [i32], pending: Option<&'a [i32]>) -> impl Iterator<Item = &'a i32> + 'a {
+    isr.iter()
+        .chain(pending.unwrap_or_default().iter().filter(move |b| !isr.contains(b)))
+}
+
 /// The high watermark: the smallest log end offset over the ISR, never moving back. An ISR
 /// member the leader has not heard from holds it where it is.
-pub fn high_watermark(
+pub fn high_watermark<'a>(
     leader: i32,
     leader_leo: i64,
-    isr: &[i32],
+    isr: impl IntoIterator<Item = &'a i32>,
     followers: &HashMap<i32, FollowerProgress>,
     current: i64,
 ) -> i64 {
     let mut hw = leader_leo;
-    for r in isr.iter().filter(|r| **r != leader) {
+    for r in isr.into_iter().filter(|r| **r != leader) {
         match followers.get(r) {
             Some(p) if p.leo >= 0 => hw = hw.min(p.leo),
             _ => return current,
@@ -190,6 +199,20 @@ mod tests {
         c.add(tp(2));
         assert_eq!(c.take().len(), 2);
         assert!(c.take().is_empty());
+    }
+
+    #[test]
+    fn a_proposed_joiner_holds_the_watermark_before_the_change_is_stored() {
+        let f = HashMap::from([(2, progress(10, 0)), (3, progress(6, 0))]);
+        // Broker 3 is proposed to join at offset 6: records past it wait for it.
+        assert_eq!(high_watermark(1, 10, maximal(&[1, 2], Some(&[1, 2, 3])), &f, 6), 6);
+        // With nothing in flight, only the ISR counts.
+        assert_eq!(high_watermark(1, 10, maximal(&[1, 2], None), &f, 6), 10);
+        // A proposed leaver still counts until the change is stored.
+        assert_eq!(
+            maximal(&[1, 2, 3], Some(&[1, 2])).copied().collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
     }
 
     #[test]

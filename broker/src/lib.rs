@@ -2,15 +2,20 @@
 //! replication driven by the metadata in the metastore. Pure parts (the log, ISR decisions) are
 //! tested on their own; `node`, `fetcher` and `service` are the drivers around them.
 
+pub mod auth;
+pub mod broker_configs;
 pub mod byte_counters;
+pub mod checkpoint_file;
 pub mod cleaner;
 pub mod client;
+pub mod config_levels;
 pub mod controller_channels;
 pub mod coordinator;
 pub mod dir_checkpoints;
 pub mod dir_choice;
 pub mod dir_move_recovery;
 pub mod dir_moves;
+pub mod fetch;
 pub mod fetch_session;
 pub mod fetcher;
 pub mod future_log;
@@ -26,12 +31,15 @@ pub mod named_dir;
 pub mod node;
 pub mod partition_log;
 pub mod produce;
+pub mod quota;
 pub mod reconcile_plan;
 pub mod record_batch;
 pub mod registration;
 pub mod replica;
 pub mod replica_manager;
 pub mod retention;
+pub mod retention_config;
+pub mod sasl;
 pub mod service;
 pub mod throttle;
 

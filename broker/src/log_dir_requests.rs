@@ -15,8 +15,20 @@ use crate::log_dir_move::start;
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
 
+/// Whether `dir` names one of the broker's cordoned dirs, however it is spelled.
+fn is_cordoned(core: &BrokerCore, dir: &str) -> bool {
+    let work_dir = std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let wanted = proto::cordon::absolute(&work_dir, dir);
+    core.dirs
+        .cordoned()
+        .iter()
+        .any(|c| proto::cordon::absolute(&work_dir, &c.display().to_string()) == wanted)
+}
+
 /// Handles AlterReplicaLogDirs: the whole request is checked first and refused, changing
-/// nothing, when a path is relative or not one of this broker's dirs, a dir is offline, a
+/// nothing, when a path is relative or not one of this broker's dirs, a dir is offline or cordoned, a
 /// partition is unknown or named twice. Then each hosted replica starts moving; a replica not
 /// hosted yet answers REPLICA_NOT_AVAILABLE and the dir is kept for when it arrives.
 pub fn alter(core: &Arc<BrokerCore>, moves: &[ReplicaLogDirMove]) -> AlterReplicaLogDirsResponse {
@@ -32,6 +44,12 @@ pub fn alter(core: &Arc<BrokerCore>, moves: &[ReplicaLogDirMove]) -> AlterReplic
         let tp = format!("{}-{}", m.topic, m.partition);
         let error = if let Some((code, why)) = core.unusable_dir(Path::new(&m.dir)) {
             Some((code, format!("{tp}: {why}")))
+        } else if is_cordoned(core, &m.dir) {
+            // As Kafka 4.3 answers a move into a cordoned dir (KIP-1066).
+            Some((
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                format!("{tp}: log dir {} is cordoned (cordoned.log.dirs)", m.dir),
+            ))
         } else if core.view.read().partition(&m.topic, m.partition).is_none() {
             Some((
                 ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,

@@ -1,6 +1,6 @@
 //! A broker's log dirs: where each replica's folder lives, and which dir a new replica gets.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Partition key: topic and partition number.
@@ -38,6 +38,8 @@ struct ReplicaCounts {
 pub struct LogDirs {
     dirs: Vec<PathBuf>,
     offline: parking_lot::RwLock<BTreeMap<PathBuf, String>>,
+    /// Cordoned dirs (`cordoned.log.dirs`): no new replica goes there.
+    cordoned: parking_lot::RwLock<BTreeSet<PathBuf>>,
     /// Reading every dir for every new replica made creating n replicas O(n²).
     counts: parking_lot::Mutex<Option<ReplicaCounts>>,
 }
@@ -57,6 +59,7 @@ impl LogDirs {
         Ok(Self {
             dirs,
             offline: Default::default(),
+            cordoned: Default::default(),
             counts: Default::default(),
         })
     }
@@ -69,6 +72,19 @@ impl LogDirs {
     /// Marks a dir offline; returns false when it already was.
     pub fn set_offline(&self, dir: &Path, reason: String) -> bool {
         self.offline.write().insert(dir.to_path_buf(), reason).is_none()
+    }
+
+    /// Replaces the cordoned dirs; returns whether they changed.
+    pub fn set_cordoned(&self, dirs: BTreeSet<PathBuf>) -> bool {
+        let mut now = self.cordoned.write();
+        let changed = *now != dirs;
+        *now = dirs;
+        changed
+    }
+
+    /// The cordoned dirs.
+    pub fn cordoned(&self) -> Vec<PathBuf> {
+        self.cordoned.read().iter().cloned().collect()
     }
 
     /// The offline dirs.
@@ -111,9 +127,10 @@ impl LogDirs {
         Ok((found, duplicates))
     }
 
-    /// The dir for a new replica: the named one when it is one of ours, else the one with the
-    /// most free space (counted in whole GiB, so that dirs sharing a disk tie) and then the
-    /// fewest replicas.
+    /// The dir for a new replica: the named one when it is one of ours, else, of the online dirs
+    /// not cordoned, the one with the most free space (counted in whole GiB, so that dirs sharing
+    /// a disk tie) and then the fewest replicas. A replica assigned here while every online dir
+    /// is cordoned (placed before the cordon reached the controller) still gets an online dir.
     pub fn pick(&self, named: &str) -> PathBuf {
         if !named.is_empty() {
             if let Some(d) = self
@@ -128,7 +145,11 @@ impl LogDirs {
             }
         }
         let offline = self.offline.read();
-        let online: Vec<&PathBuf> = self.dirs.iter().filter(|d| !offline.contains_key(*d)).collect();
+        let mut online: Vec<&PathBuf> = self.dirs.iter().filter(|d| !offline.contains_key(*d)).collect();
+        let cordoned = self.cordoned.read();
+        if online.iter().any(|d| !cordoned.contains(*d)) {
+            online.retain(|d| !cordoned.contains(*d));
+        }
         let Some(first) = online.first() else {
             return self.dirs[0].clone(); // `open` refuses an empty list; every dir failed
         };
@@ -212,5 +233,25 @@ mod tests {
         assert_eq!(picks.iter().filter(|p| **p == d2).count(), 3, "{picks:?}");
         dirs.set_offline(&d2, "failed".into());
         assert_eq!(dirs.pick(""), d1);
+    }
+
+    #[test]
+    fn new_replicas_skip_cordoned_dirs_while_another_is_open() {
+        let t = tempfile::tempdir().unwrap();
+        let (d1, d2) = (t.path().join("d1"), t.path().join("d2"));
+        let dirs = LogDirs::open(vec![d1.clone(), d2.clone()]).unwrap();
+        assert!(dirs.set_cordoned(BTreeSet::from([d1.clone()])));
+        assert!(!dirs.set_cordoned(BTreeSet::from([d1.clone()])), "no change");
+        for _ in 0..4 {
+            assert_eq!(dirs.pick(""), d2);
+        }
+        // A dir a reassignment names is taken even when cordoned; with every dir cordoned, a
+        // replica assigned here anyway still gets one.
+        assert_eq!(dirs.pick(&d1.to_string_lossy()), d1);
+        dirs.set_cordoned(BTreeSet::from([d1.clone(), d2.clone()]));
+        assert!([d1.clone(), d2.clone()].contains(&dirs.pick("")));
+        dirs.set_offline(&d2, "failed".into());
+        dirs.set_cordoned(BTreeSet::from([d1.clone()]));
+        assert_eq!(dirs.pick(""), d1, "the only online dir");
     }
 }

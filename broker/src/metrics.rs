@@ -66,6 +66,8 @@ pub fn register(core: &Arc<BrokerCore>, registry: &Registry) -> prometheus::Resu
     registry.register(Box::new(m.replication_bytes_in.family().clone()))?;
     registry.register(Box::new(m.replication_bytes_out.family().clone()))?;
     registry.register(Box::new(m.dir_move_bytes.clone()))?;
+    registry.register(Box::new(m.authentication_failures.clone()))?;
+    registry.register(Box::new(m.authorization_denials.clone()))?;
     let gauges = [
         pulling(
             core,

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use crate::controller_channels::ControllerChannels;
 use metastore::Client;
-use prost::Message;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::BrokerServer;
 use proto::ferry::{AlterPartitionRequest, BrokerRegistration};
@@ -65,6 +64,7 @@ struct KafkaListener {
     listener: tokio::net::TcpListener,
     advertised: String,
     max_request_bytes: usize,
+    security: crate::auth::ListenerSecurity,
 }
 
 /// A running broker's tasks.
@@ -90,7 +90,11 @@ impl Broker {
         // Another broker's dirs are refused before anything in them is opened.
         crate::meta_properties::check_broker_id(&crate::meta_properties::read(&cfg.log_dirs), cfg.id)
             .map_err(|why| OpenError::Dir(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)))?;
+        let names: Vec<String> = cfg.log_dirs.iter().map(|d| d.to_string_lossy().into_owned()).collect();
+        crate::broker_configs::check_static(&cfg.data.static_configs, &names, &crate::broker_configs::work_dir())
+            .map_err(|why| OpenError::Dir(std::io::Error::new(std::io::ErrorKind::InvalidInput, why)))?;
         let core = Arc::new(BrokerCore::open(cfg.id, cfg.log_dirs.clone(), cfg.data.clone())?);
+        core.apply_cordon();
         Ok(Self { cfg, core, kafka: None })
     }
 
@@ -111,7 +115,17 @@ impl Broker {
             listener,
             advertised,
             max_request_bytes,
+            security: Default::default(),
         });
+        self
+    }
+
+    /// The Kafka listener's security: its protocol, SASL mechanisms and authorizer (a
+    /// PLAINTEXT listener that allows everything when not set). Set after the listener.
+    pub fn with_kafka_security(mut self, security: crate::auth::ListenerSecurity) -> Self {
+        if let Some(k) = self.kafka.as_mut() {
+            k.security = security;
+        }
         self
     }
 
@@ -146,6 +160,7 @@ impl Broker {
             incarnation: self.core.incarnation,
             registered_ms: self.core.config.clock.wall_ms(),
             kafka_endpoint: self.kafka.as_ref().map(|k| k.advertised.clone()).unwrap_or_default(),
+            work_dir: self.core.levels.work_dir.clone(),
             ..Default::default()
         };
         let mut tasks = vec![
@@ -158,7 +173,7 @@ impl Broker {
                 stop_rx.clone(),
             )),
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
-            tokio::spawn(follow_config(self.core.clone(), client.clone())),
+            tokio::spawn(crate::broker_configs::follow_config(self.core.clone(), client.clone())),
             tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
@@ -170,9 +185,11 @@ impl Broker {
             tasks.push(tokio::spawn(crate::kafka::serve(
                 k.listener,
                 self.core.clone(),
-                crate::controller_channels::ControllerChannels::new(&self.cfg.quorum),
+                crate::controller_channels::ControllerChannels::new(&self.cfg.quorum)
+                    .map(|c| c.with_credential(client.credential_interceptor())),
                 client.clone(),
                 k.max_request_bytes,
+                k.security,
             )));
         }
         Ok(BrokerHandle {
@@ -322,27 +339,6 @@ async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
         .await;
         if let Err(e) = done {
             tracing::error!(error = %e, "reconciling replicas failed");
-        }
-    }
-}
-
-/// Keeps this broker's dynamic configs current.
-async fn follow_config(core: Arc<BrokerCore>, client: Client) {
-    let key = keys::broker_config(core.id);
-    let mut events = client.follow(&key);
-    while let Some(ev) = events.recv().await {
-        let mut config = core.dynamic_config.write();
-        if ev.is_reset() {
-            config.clear();
-        }
-        for (k, v, _) in ev.changes() {
-            if k != key {
-                continue; // the prefix also matches longer ids
-            }
-            *config = v
-                .and_then(|v| proto::ferry::BrokerConfigRecord::decode(v).ok())
-                .map(|r| r.config)
-                .unwrap_or_default();
         }
     }
 }
@@ -502,6 +498,7 @@ fn isr_request(
         },
     )?;
     st.isr_change_in_flight = true;
+    st.pending_isr = Some(new_isr.clone());
     let joining_incarnations = new_isr
         .iter()
         .filter(|b| !st.meta.isr.contains(b))
@@ -543,5 +540,11 @@ async fn send_isr_change(controller: &ControllerChannels, r: &Replica, req: Alte
     if let Some(state) = state {
         r.apply_metadata(&state);
     }
-    r.state().isr_change_in_flight = false;
+    {
+        let mut st = r.state();
+        st.isr_change_in_flight = false;
+        st.pending_isr = None;
+    }
+    // A leaver no longer holds the watermark back.
+    r.update_high_watermark();
 }

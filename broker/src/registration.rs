@@ -1,5 +1,5 @@
 //! A broker's registration: `/brokers/ids/<id>` under a lease, kept alive, and published again
-//! when a log dir fails.
+//! when a log dir fails or its cordoned dirs change.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,7 @@ pub(crate) async fn register(
     let key = keys::broker(reg.id);
     let mut waited = false;
     let mut offline = core.offline_published.subscribe();
+    let mut cordon = core.levels.cordon_changed.subscribe();
     while !*stop.borrow() {
         publish_offline(&core, &mut reg);
         let lease = match client.lease_grant(ttl_ms).await {
@@ -70,7 +71,11 @@ pub(crate) async fn register(
                 continue;
             }
         }
-        if keep_alive(&core, &client, &mut reg, lease, ttl_ms, &mut offline, &stop).await {
+        let changed = Changed {
+            offline: &mut offline,
+            cordon: &mut cordon,
+        };
+        if keep_alive(&core, &client, &mut reg, lease, ttl_ms, changed, &stop).await {
             return;
         }
     }
@@ -94,7 +99,14 @@ fn registration_txn(key: &str, reg: &BrokerRegistration, lease: u64) -> pb::TxnR
     }
 }
 
-/// Keeps a registration's lease alive and republishes it when a dir goes offline; returns
+/// What republishes a registration: a dir gone offline, the cordoned dirs changed.
+struct Changed<'a> {
+    offline: &'a mut watch::Receiver<u64>,
+    cordon: &'a mut watch::Receiver<u64>,
+}
+
+/// Keeps a registration's lease alive and republishes it when a dir goes offline or the
+/// cordoned dirs change; returns
 /// `true` when the broker stops, `false` when the lease was lost and the broker must register
 /// again.
 async fn keep_alive(
@@ -103,19 +115,28 @@ async fn keep_alive(
     reg: &mut BrokerRegistration,
     lease: u64,
     ttl_ms: u64,
-    offline: &mut watch::Receiver<u64>,
+    changed: Changed<'_>,
     stop: &watch::Receiver<bool>,
 ) -> bool {
     let key = keys::broker(reg.id);
     loop {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ttl_ms / 4)) => {}
-            Ok(()) = offline.changed() => {
+            Ok(()) = changed.offline.changed() => {
                 publish_offline(core, reg);
                 let put = client.put_with_lease(&key, reg.encode_to_vec(), lease).await;
                 match put {
                     Ok(_) => tracing::warn!(broker = reg.id, offline = ?reg.offline_log_dirs, "published offline log dirs"),
                     Err(e) => tracing::warn!(error = %e, "publishing offline log dirs failed"),
+                }
+                continue;
+            }
+            Ok(()) = changed.cordon.changed() => {
+                publish_offline(core, reg);
+                let put = client.put_with_lease(&key, reg.encode_to_vec(), lease).await;
+                match put {
+                    Ok(_) => tracing::info!(broker = reg.id, cordoned = ?reg.cordoned_log_dirs, "published cordoned log dirs"),
+                    Err(e) => tracing::warn!(error = %e, "publishing cordoned log dirs failed"),
                 }
                 continue;
             }
@@ -134,8 +155,14 @@ async fn keep_alive(
     }
 }
 
-/// Puts the offline dirs and their replicas into the registration.
+/// Puts the offline dirs and their replicas, and the cordoned dirs, into the registration.
 fn publish_offline(core: &BrokerCore, reg: &mut BrokerRegistration) {
+    reg.cordoned_log_dirs = core
+        .dirs
+        .cordoned()
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
     reg.offline_log_dirs = core
         .dirs
         .offline()

@@ -83,6 +83,11 @@ pub struct ReplicaState {
     pub followers: HashMap<i32, FollowerProgress>,
     /// As leader: an ISR change has been sent and not answered yet.
     pub isr_change_in_flight: bool,
+    /// As leader, while an ISR change is in flight: the ISR it asks for. The high watermark counts
+    /// its members and the current ISR's (Kafka's maximal ISR): a replica about to join must hold
+    /// a record before it is acknowledged, since the change that lets it in may also make it the
+    /// leader (a reassignment's completion does).
+    pub pending_isr: Option<Vec<i32>>,
 }
 
 /// A partition replica.
@@ -123,6 +128,7 @@ impl Replica {
                 high_watermark: 0,
                 followers: HashMap::new(),
                 isr_change_in_flight: false,
+                pending_isr: None,
             }),
             changed,
             clock,
@@ -201,6 +207,7 @@ impl Replica {
             st.role = role;
             st.followers.clear();
             st.isr_change_in_flight = false;
+            st.pending_isr = None;
             if let Role::Leader { .. } = role {
                 let leo = self.log().log_end_offset();
                 st.high_watermark = st.high_watermark.min(leo);
@@ -231,7 +238,8 @@ impl Replica {
         let mut st = self.state();
         if let Role::Leader { .. } = st.role {
             let leo = self.log().log_end_offset();
-            let hw = isr::high_watermark(self.broker_id, leo, &st.meta.isr, &st.followers, st.high_watermark);
+            let isr = isr::maximal(&st.meta.isr, st.pending_isr.as_deref());
+            let hw = isr::high_watermark(self.broker_id, leo, isr, &st.followers, st.high_watermark);
             if hw != st.high_watermark {
                 st.high_watermark = hw;
                 drop(st);

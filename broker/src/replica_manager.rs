@@ -41,13 +41,15 @@ pub struct DataConfig {
     /// kill the broker there. 0 (the default) in normal use.
     pub swap_pause_ms: u64,
     /// Delete retention's broker settings.
-    pub retention: crate::retention::RetentionConfig,
+    pub retention: crate::retention_config::RetentionConfig,
     /// The log cleaner's settings.
     pub cleaner: crate::cleaner::CleanerConfig,
     /// The group coordinator's settings.
     pub group: crate::coordinator::group::GroupConfig,
     /// The clock replicas time lag and leases with.
     pub clock: Clock,
+    /// Static broker configs by Kafka name (the node's flags), beneath the dynamic ones.
+    pub static_configs: HashMap<String, String>,
 }
 
 impl Default for DataConfig {
@@ -66,6 +68,7 @@ impl Default for DataConfig {
             cleaner: Default::default(),
             group: Default::default(),
             clock: Clock::system(),
+            static_configs: HashMap::new(),
         }
     }
 }
@@ -90,6 +93,8 @@ pub struct BrokerCore {
     pub follower_throttle: crate::throttle::Throttle,
     /// This broker's dynamic configs (`/config/brokers/<id>`), set by the operator.
     pub dynamic_config: RwLock<HashMap<String, String>>,
+    /// The config levels beneath them (`broker_configs`).
+    pub levels: crate::config_levels::ConfigLevels,
     /// One connection per peer broker, shared by every partition's replication.
     pub channels: metastore::peers::Peers,
     /// This broker's replication sessions as a follower, one per leader.
@@ -142,7 +147,7 @@ impl BrokerCore {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
         }
         let mut replicas = HashMap::new();
-        let mut starts = crate::dir_checkpoints::LogStarts::default();
+        let mut starts = crate::checkpoint_file::LogStarts::default();
         for ((topic, p), dir) in found {
             let log = starts
                 .open(&dir, &topic, p, config.log.clone())
@@ -164,6 +169,7 @@ impl BrokerCore {
             throttle: Default::default(),
             follower_throttle: Default::default(),
             dynamic_config: RwLock::new(HashMap::new()),
+            levels: Default::default(),
             channels: Default::default(),
             fetch_sessions: Default::default(),
             moves: DirMoves::new(config.dir_move_parallelism),
@@ -197,15 +203,6 @@ impl BrokerCore {
     /// Why `dir` cannot take a replica here, or `None` (see [`log_dir_move::unusable_dir`]).
     pub fn unusable_dir(&self, dir: &std::path::Path) -> Option<(ErrorCode, String)> {
         log_dir_move::unusable_dir(&self.dirs, self.id, dir)
-    }
-
-    /// `replica.alter.log.dirs.io.max.bytes.per.second`, when set on this broker.
-    pub fn alter_log_dirs_rate(&self) -> Option<u64> {
-        self.dynamic_config
-            .read()
-            .get(proto::topic_config::ALTER_LOG_DIRS_RATE)
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|r| *r > 0)
     }
 
     /// A hosted replica, or the error a client should see.
@@ -299,10 +296,7 @@ impl BrokerCore {
         if !listed {
             return None;
         }
-        self.dynamic_config
-            .read()
-            .get(rate_key)
-            .and_then(|v| v.parse::<u64>().ok())
+        self.effective_config(rate_key).and_then(|v| v.parse::<u64>().ok())
     }
 
     /// The gRPC endpoint of a registered broker.
@@ -441,7 +435,15 @@ impl BrokerCore {
         }
         let dir = choose_dir(self.id, state, self.moves.take_wanted(tp).as_deref());
         let path = self.dirs.pick(&dir).join(replica_folder(&tp.0, tp.1));
-        let cfg = crate::retention::topic_log_config(self, &tp.0);
+        let cfg = {
+            let view = self.view.read();
+            let config = view
+                .topics
+                .get(&tp.0)
+                .and_then(|t| t.record.as_ref())
+                .map(|r| &r.config);
+            crate::retention_config::log_config(&self.config.log, config, &self.config.retention)
+        };
         let log = PartitionLog::open_deferring_syncs(&path, cfg, syncs)?;
         tracing::info!(replica = %replica_folder(&tp.0, tp.1), path = %path.display(), "created replica");
         let r = Arc::new(Replica::new(

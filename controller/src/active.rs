@@ -31,6 +31,8 @@ pub struct ControllerConfig {
     pub auto_leader_rebalance: bool,
     /// How often preferred leaders are checked (`leader.imbalance.check.interval`).
     pub rebalance_interval: Duration,
+    /// The gauges the plan driver sets while this node leads.
+    pub plan_metrics: crate::plan_metrics::PlanMetrics,
 }
 
 impl Default for ControllerConfig {
@@ -38,6 +40,7 @@ impl Default for ControllerConfig {
         Self {
             auto_leader_rebalance: true,
             rebalance_interval: Duration::from_secs(5),
+            plan_metrics: Default::default(),
         }
     }
 }
@@ -345,6 +348,15 @@ async fn lead(node_id: u64, term: u64, client: &Client, cfg: &ControllerConfig) 
     }
     tracing::info!(node_id, term, "active controller");
     ensure_cluster_id(client, term).await;
+    // Plans run beside the partition passes, and stop with them when the node is deposed.
+    tokio::join!(
+        keep_partitions_led(term, client, cfg),
+        crate::plan_driver::run(term, client, &cfg.plan_metrics)
+    );
+}
+
+/// Follows `/brokers/` and writes each pass's partition changes, fenced by `term`.
+async fn keep_partitions_led(term: u64, client: &Client, cfg: &ControllerConfig) {
     let mut follow = client.follow("/brokers/");
     let mut view = ClusterView::default();
     let mut loaded = false;

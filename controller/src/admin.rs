@@ -9,7 +9,7 @@
 
 use metastore::Client;
 use prost::Message;
-use proto::cluster_view::{ClusterView, PartitionEntry};
+use proto::cluster_view::ClusterView;
 use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::admin_server::Admin;
 use proto::ferry::*;
@@ -17,11 +17,11 @@ use proto::keys;
 use tonic::{Request, Response, Status};
 
 use crate::limits::RequestLimits;
-use crate::partition_change::{Election, IsrChange};
-use crate::partition_change_builder::{joins_adding, Built, Elect, Joiners, PartitionChangeBuilder};
-use crate::store::{at_revision, load_partition_view, load_topics_view, load_view, put_op, TopicDepth};
+use crate::partition_change::IsrChange;
+use crate::partition_change_builder::{joins_adding, Built, Joiners, PartitionChangeBuilder};
+use crate::store::{at_revision, load_partition_view, load_topics_view, load_view, TopicDepth};
 use crate::write_runner::{Plan, Runner};
-use crate::{configs, reassign_admin, reassign_cancel, reassign_dir, reassign_progress, topics_admin};
+use crate::{client_quotas, configs, reassign_admin, reassign_cancel, reassign_dir, reassign_progress, topics_admin};
 
 /// Serves `Admin` over a metastore client.
 #[derive(Clone)]
@@ -30,6 +30,8 @@ pub struct AdminService {
     /// Connections to brokers, for reassignment progress.
     channels: metastore::peers::Peers,
     progress: std::sync::Arc<reassign_progress::ProgressSamples>,
+    /// Samples of the plans' running moves, for their rates (kept apart from the list's).
+    plan_progress: std::sync::Arc<reassign_progress::ProgressSamples>,
     limits: RequestLimits,
     clock: proto::clock::Clock,
 }
@@ -41,6 +43,7 @@ impl AdminService {
             client,
             channels: Default::default(),
             progress: Default::default(),
+            plan_progress: Default::default(),
             limits: RequestLimits::default(),
             clock: proto::clock::Clock::system(),
         }
@@ -91,25 +94,8 @@ impl AdminService {
     }
 }
 
-fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> {
-    Err(Refusal::new(code, message))
-}
-
 fn status(e: metastore::ClientError) -> Status {
     Status::unavailable(format!("metastore: {e}"))
-}
-
-fn partition_result(topic: &str, partition: u32, r: Result<(), Refusal>) -> PartitionResult {
-    let (code, message) = match r {
-        Ok(()) => (0, String::new()),
-        Err(e) => (e.code.0, e.message),
-    };
-    PartitionResult {
-        topic: topic.to_string(),
-        partition,
-        error_code: code,
-        error_message: message,
-    }
 }
 
 #[tonic::async_trait]
@@ -209,7 +195,7 @@ impl Admin for AdminService {
     }
 
     async fn elect_leaders(&self, req: Request<ElectLeadersRequest>) -> Result<Response<ElectLeadersResponse>, Status> {
-        let r = elect_leaders(&self.client, &self.limits, req.into_inner())
+        let r = crate::elect_leaders::elect_leaders(&self.client, &self.limits, req.into_inner())
             .await
             .map_err(status)?;
         Ok(Response::new(r))
@@ -391,90 +377,42 @@ impl Admin for AdminService {
         let r = configs::alter(&self.client, req).await.map_err(status)?;
         Ok(Response::new(r))
     }
-}
 
-/// ElectLeaders: each partition decided and written in its own transaction, with its own result
-/// (as Kafka answers per partition); one that fails does not stop the others.
-async fn elect_leaders(
-    client: &Client,
-    limits: &RequestLimits,
-    req: ElectLeadersRequest,
-) -> Result<ElectLeadersResponse, metastore::ClientError> {
-    if let Err(e) = limits.partitions_in_request("partitions", req.partitions.len() as u64) {
-        return Ok(ElectLeadersResponse {
-            results: vec![],
-            error_code: e.code.0,
-            error_message: e.message,
-        });
+    async fn describe_client_quotas(
+        &self,
+        req: Request<DescribeClientQuotasRequest>,
+    ) -> Result<Response<DescribeClientQuotasResponse>, Status> {
+        let r = client_quotas::describe(&self.client, &self.limits, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
     }
-    let view = load_view(client).await?;
-    let live = view.live_brokers();
-    let targets: Vec<(String, u32)> = if req.partitions.is_empty() {
-        view.topics
-            .iter()
-            .flat_map(|(t, e)| e.partitions.keys().map(move |p| (t.clone(), *p)))
-            .collect()
-    } else {
-        req.partitions
-            .iter()
-            .map(|tp| (tp.topic.clone(), tp.partition))
-            .collect()
-    };
-    let mut results = Vec::new();
-    for (topic, p) in targets {
-        let r = match election_writes(&topic, p, view.partition(&topic, p), &live, req.unclean) {
-            Ok(plan) => {
-                let changed = Refusal::new(
-                    ErrorCode::INVALID_UPDATE_VERSION,
-                    format!("partition {topic}-{p} changed during the election; retry"),
-                );
-                Runner::new(client, "election", changed).write(plan).await?
-            }
-            Err(e) => Err(e),
-        };
-        results.push(partition_result(&topic, p, r));
-    }
-    Ok(ElectLeadersResponse {
-        results,
-        ..Default::default()
-    })
-}
 
-/// One partition's election: its next state, guarded by the revision it was decided on.
-fn election_writes(
-    topic: &str,
-    p: u32,
-    entry: Option<&PartitionEntry>,
-    live: &std::collections::BTreeSet<i32>,
-    unclean: bool,
-) -> Result<Plan<()>, Refusal> {
-    let Some(PartitionEntry { state, mod_revision }) = entry else {
-        return refuse(
-            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-            format!("partition {topic}-{p} does not exist"),
-        );
-    };
-    let (election, elect) = if unclean {
-        (Election::Unclean, Elect::Any)
-    } else {
-        (Election::Clean, Elect::Preferred)
-    };
-    let decided = PartitionChangeBuilder::new(state, live)
-        .election(election)
-        .elect(elect)
-        .build()?;
-    let Some(Built { state: new, .. }) = decided else {
-        return refuse(
-            ErrorCode::ELECTION_NOT_NEEDED,
-            format!("partition {topic}-{p} needs no election"),
-        );
-    };
-    let key = keys::partition(topic, p);
-    Ok(Plan::write(
-        vec![at_revision(key.clone(), *mod_revision)],
-        vec![put_op(key, &new)],
-        (),
-    ))
+    async fn alter_client_quotas(
+        &self,
+        req: Request<AlterClientQuotasRequest>,
+    ) -> Result<Response<AlterClientQuotasResponse>, Status> {
+        let r = client_quotas::alter(&self.client, &self.limits, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
+    }
+
+    async fn create_plan(&self, req: Request<CreatePlanRequest>) -> Result<Response<CreatePlanResponse>, Status> {
+        let r = crate::plan_admin::create(&self.client, &self.channels, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
+    }
+
+    async fn list_plans(&self, req: Request<ListPlansRequest>) -> Result<Response<ListPlansResponse>, Status> {
+        let r = crate::plan_admin::list(&self.client, &self.channels, &self.plan_progress, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
+    }
+
+    async fn alter_plan(&self, req: Request<AlterPlanRequest>) -> Result<Response<AlterPlanResponse>, Status> {
+        let r = crate::plan_admin::alter(&self.client, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
+    }
+
+    async fn undrain(&self, req: Request<UndrainRequest>) -> Result<Response<UndrainResponse>, Status> {
+        let r = crate::plan_admin::undrain(&self.client, req.into_inner()).await;
+        Ok(Response::new(r.map_err(status)?))
+    }
 }
 
 /// An ISR change as decided: its writes (answering the partition's next state), the state it was

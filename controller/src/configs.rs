@@ -1,7 +1,9 @@
 //! DescribeConfigs and AlterConfigs for topics (stored in the topic record) and brokers
-//! (`/config/brokers/<id>`). Configs set here are the operator's: Ferry never removes them on its
-//! own (setting one here also takes it out of AlterThrottles' auto-remove set). Throttles a
-//! reassignment owns live in the partition state instead and go with it.
+//! (`/config/brokers/<id>`, and the cluster-wide default `/config/brokers/<default>` for the
+//! resource name "", as Kafka names it). Configs set here are the operator's: Ferry never removes
+//! them on its own (setting one here also takes it out of AlterThrottles' auto-remove set).
+//! Throttles a reassignment owns live in the partition state instead and go with it. A broker's
+//! effective configs (which level wins) are `proto::broker_config`'s.
 
 use std::collections::HashMap;
 
@@ -22,21 +24,31 @@ fn refused(code: ErrorCode, message: String) -> AlterConfigsResponse {
     }
 }
 
-fn broker_id(name: &str) -> Result<i32, Refusal> {
-    name.parse::<i32>().ok().filter(|id| *id >= 0).ok_or_else(|| {
+/// The broker a resource names: `Some(id)`, or `None` for "" (the cluster-wide default).
+fn broker_id(name: &str) -> Result<Option<i32>, Refusal> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    name.parse::<i32>().ok().filter(|id| *id >= 0).map(Some).ok_or_else(|| {
         Refusal::new(
             ErrorCode::INVALID_REQUEST,
-            format!("broker {name:?} is not a broker id"),
+            format!("broker {name:?} is neither a broker id nor \"\" (the default of every broker)"),
         )
     })
+}
+
+/// The key of a broker's configs, or of the cluster-wide default.
+fn broker_key(id: Option<i32>) -> String {
+    id.map_or_else(|| keys::BROKER_DEFAULT_CONFIG.to_string(), keys::broker_config)
 }
 
 /// The stored record behind a resource's configs.
 enum Record {
     Topic(TopicRecord),
-    /// A broker's record (of the broker with this id) holds only configs and which of them are
-    /// auto-remove.
-    Broker(i32, AutoRemove),
+    /// A broker's record (of the broker with this id, or the default) holds only configs and
+    /// which of them are auto-remove; with the registrations its cordoned dirs are checked
+    /// against (the broker's own, or every broker's for the default).
+    Broker(Option<i32>, AutoRemove, Vec<BrokerRegistration>),
 }
 
 /// A resource's configs, the revision they were read at (0: nothing stored yet) and its record.
@@ -78,19 +90,20 @@ async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refu
                 Ok(id) => id,
                 Err(e) => return Ok(Err(e)),
             };
-            let kv = client.get(&keys::broker_config(id)).await?;
+            let kv = client.get(&broker_key(id)).await?;
             let rev = kv.as_ref().map_or(0, |kv| kv.mod_revision);
             let rec = match kv {
                 Some(kv) => match BrokerConfigRecord::decode(kv.value.as_ref()) {
                     Ok(rec) => rec,
-                    Err(e) => return Ok(Err(damaged(&keys::broker_config(id), &e))),
+                    Err(e) => return Ok(Err(damaged(&broker_key(id), &e))),
                 },
                 None => BrokerConfigRecord::default(),
             };
+            let regs = registrations(client, id).await?;
             Ok(Ok((
                 rec.config,
                 rev,
-                Record::Broker(id, rec.auto_remove.unwrap_or_default()),
+                Record::Broker(id, rec.auto_remove.unwrap_or_default(), regs),
             )))
         }
         Err(_) => Ok(Err(Refusal::new(
@@ -98,6 +111,47 @@ async fn read(client: &Client, r: &ConfigResource) -> Result<Result<Stored, Refu
             format!("unknown resource type {}", r.r#type),
         ))),
     }
+}
+
+/// The registrations a broker resource's cordoned dirs are checked against: the broker's own
+/// (none while it is not registered), or every broker's for the default. Undecodable ones are
+/// skipped: a check against them could only refuse.
+async fn registrations(client: &Client, id: Option<i32>) -> Result<Vec<BrokerRegistration>, metastore::ClientError> {
+    let kvs = match id {
+        Some(id) => client.get(&keys::broker(id)).await?.into_iter().collect(),
+        None => client.range(keys::BROKER_IDS, 0).await?.kvs,
+    };
+    Ok(kvs
+        .iter()
+        .filter_map(|kv| BrokerRegistration::decode(kv.value.as_ref()).ok())
+        .collect())
+}
+
+/// Checks that every dir a `cordoned.log.dirs` value names is a dir of the broker it is set on
+/// (or, on the default, of some broker), relative names resolved as that broker resolves them.
+fn check_cordon(value: &str, id: Option<i32>, regs: &[BrokerRegistration]) -> Result<(), Refusal> {
+    let dirs: Vec<proto::cordon::BrokerDirs> = regs
+        .iter()
+        .map(|r| proto::cordon::BrokerDirs {
+            dirs: &r.log_dirs,
+            work_dir: &r.work_dir,
+        })
+        .collect();
+    let Some(dir) = proto::cordon::unknown_dir(&dirs, value) else {
+        return Ok(());
+    };
+    let whose = match id {
+        Some(id) if regs.is_empty() => format!("broker {id}, which is not registered (its log dirs are unknown)"),
+        Some(id) => format!("broker {id}"),
+        None => "any registered broker".to_string(),
+    };
+    Err(Refusal::new(
+        ErrorCode::INVALID_CONFIG,
+        format!(
+            "{}: {dir:?} is not a log dir of {whose}",
+            topic_config::CORDONED_LOG_DIRS
+        ),
+    ))
 }
 
 /// DescribeConfigs.
@@ -108,11 +162,19 @@ pub async fn describe(
     let mut results = Vec::new();
     for r in req.resources {
         let entry = match read(client, &r).await? {
-            Ok((config, _, _)) => ConfigEntries {
-                resource: Some(r),
-                config,
-                ..Default::default()
-            },
+            Ok((config, _, record)) => {
+                let auto = match record {
+                    Record::Topic(rec) => rec.auto_remove.unwrap_or_default(),
+                    Record::Broker(_, auto, _) => auto,
+                };
+                ConfigEntries {
+                    resource: Some(r),
+                    config,
+                    auto_remove: auto.keys,
+                    auto_remove_armed: auto.armed,
+                    ..Default::default()
+                }
+            }
             Err(Refusal { code, message }) => ConfigEntries {
                 resource: Some(r),
                 error_code: code.0,
@@ -158,11 +220,14 @@ fn alter_writes(req: &AlterConfigsRequest, name: &str, (mut config, rev, record)
             set.insert(k, v);
         }
     }
-    let checked = match record {
+    let checked = match &record {
         Record::Topic(_) => topic_config::validate(&set),
         Record::Broker(..) => topic_config::validate_broker(&set),
     };
     checked.map_err(|e| Refusal::new(ErrorCode::INVALID_CONFIG, e))?;
+    if let (Record::Broker(id, _, regs), Some(v)) = (&record, set.get(topic_config::CORDONED_LOG_DIRS)) {
+        check_cordon(v, *id, regs)?;
+    }
     for k in &delete {
         config.remove(k);
     }
@@ -185,8 +250,8 @@ fn alter_writes(req: &AlterConfigsRequest, name: &str, (mut config, rev, record)
             let key = keys::topic(name);
             (key.clone(), put_op(key, &rec))
         }
-        Record::Broker(id, auto) => {
-            let key = keys::broker_config(id);
+        Record::Broker(id, auto, _) => {
+            let key = broker_key(id);
             let rec = BrokerConfigRecord {
                 config,
                 auto_remove: by_hand(Some(auto)),
@@ -274,5 +339,54 @@ mod tests {
             "{}",
             err.message
         );
+    }
+
+    /// The default entity (name "") is stored under its own key; a cordon's dirs are checked
+    /// against the registrations, relative names resolved against each broker's working dir.
+    #[test]
+    fn a_cordon_names_only_registered_dirs_and_the_default_has_its_own_key() {
+        use proto::config_ops::SET;
+        use proto::ferry::ConfigOp;
+        const CORDON: &str = topic_config::CORDONED_LOG_DIRS;
+        let reg = BrokerRegistration {
+            id: 1,
+            log_dirs: vec!["/srv/data/d1".into(), "/srv/data/d2".into()],
+            work_dir: "/srv".into(),
+            ..Default::default()
+        };
+        let set = |v: &str| AlterConfigsRequest {
+            ops: vec![ConfigOp {
+                name: CORDON.into(),
+                op: SET,
+                value: Some(v.into()),
+            }],
+            ..Default::default()
+        };
+        let stored = |id: Option<i32>, regs: Vec<BrokerRegistration>| {
+            (HashMap::new(), 0, Record::Broker(id, AutoRemove::default(), regs))
+        };
+        assert_eq!(broker_id("").unwrap(), None);
+        assert_eq!(broker_id("2").unwrap(), Some(2));
+        assert!(broker_id("x").is_err());
+        let plan = alter_writes(&set("data/d1"), "", stored(None, vec![reg.clone()])).unwrap();
+        assert_eq!(plan.guards, vec![at_revision(keys::BROKER_DEFAULT_CONFIG.into(), 0)]);
+        let plan = alter_writes(&set("/srv/data/d2"), "1", stored(Some(1), vec![reg.clone()])).unwrap();
+        assert_eq!(plan.guards, vec![at_revision(keys::broker_config(1), 0)]);
+        let e = alter_writes(&set("data/d9"), "1", stored(Some(1), vec![reg.clone()]))
+            .err()
+            .unwrap();
+        assert_eq!(e.code, ErrorCode::INVALID_CONFIG);
+        assert!(
+            e.message.contains("\"data/d9\" is not a log dir of broker 1"),
+            "{}",
+            e.message
+        );
+        let e = alter_writes(&set("d1"), "3", stored(Some(3), vec![])).err().unwrap();
+        assert!(e.message.contains("not registered"), "{}", e.message);
+        assert!(alter_writes(&set("*"), "3", stored(Some(3), vec![])).is_ok());
+        let e = alter_writes(&set("*,d1"), "1", stored(Some(1), vec![reg]))
+            .err()
+            .unwrap();
+        assert!(e.message.contains(CORDON), "{}", e.message);
     }
 }

@@ -1,20 +1,34 @@
 //! The controller: topic administration, leader election and reassignment. A pure core
 //! (placement, partition changes) and thin drivers (the `Admin` service, the active controller).
 
+pub mod acl_admin;
 pub mod active;
 pub mod admin;
+pub mod client_quotas;
 pub mod configs;
+pub mod elect_leaders;
 pub mod leader_hint;
 pub mod limits;
 pub mod log_dirs;
 pub mod partition_change;
 pub mod partition_change_builder;
 pub mod placement;
+pub mod plan;
+pub mod plan_admin;
+pub mod plan_create;
+pub mod plan_driver;
+pub mod plan_info;
+pub mod plan_metrics;
+pub mod plan_step;
+pub mod plan_store;
+pub mod plan_view;
 pub mod reassign_admin;
 pub mod reassign_cancel;
 pub mod reassign_dir;
 pub mod reassign_progress;
 pub mod reassignment;
+pub mod scram_admin;
+pub mod security_service;
 pub mod store;
 pub mod throttles;
 pub mod topic_name;

@@ -51,6 +51,17 @@ pub enum PlacementError {
         /// The repeated broker id.
         id: i32,
     },
+    /// A partition needs a new replica and no broker that could take it is left: the others
+    /// hold one already or have every log dir cordoned.
+    #[error("partition #{index} of the list needs {missing} more replica(s) and no broker can take one (brokers {closed:?} have every log dir cordoned)")]
+    NoBrokerFor {
+        /// The partition's position in the list given.
+        index: usize,
+        /// Replicas it still lacks.
+        missing: usize,
+        /// The brokers left out because every dir of theirs is cordoned.
+        closed: Vec<i32>,
+    },
 }
 
 /// Places `partitions` partitions starting at partition index `first_partition`; the first replica is the preferred
@@ -276,13 +287,15 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 /// A proposal for `--generate`: each partition keeps the replicas it has on the listed brokers
-/// and gets the missing ones from the least-loaded listed brokers (preferring racks it does not
-/// use yet, when `rack_aware`), so that as few replicas as possible move. Errors when a partition
-/// needs more replicas than there are brokers.
+/// and gets the missing ones from the least-loaded listed brokers not in `closed` (brokers whose
+/// every log dir is cordoned keep what they hold but take nothing new), preferring racks it does
+/// not use yet when `rack_aware`, so that as few replicas as possible move. Errors when a
+/// partition needs more replicas than there are brokers, or than brokers can take.
 pub fn propose_moves(
     current: &[Vec<i32>],
     brokers: &[BrokerSlot],
     rack_aware: bool,
+    closed: &BTreeSet<i32>,
 ) -> Result<Vec<Vec<i32>>, PlacementError> {
     let mut load: BTreeMap<i32, usize> = brokers.iter().map(|b| (b.id, 0)).collect();
     let rack_of = |id: i32| brokers.iter().find(|b| b.id == id).and_then(|b| b.rack.clone());
@@ -296,7 +309,7 @@ pub fn propose_moves(
         }
     }
     let mut out = Vec::with_capacity(current.len());
-    for (rs, mut keep) in current.iter().zip(kept) {
+    for (index, (rs, mut keep)) in current.iter().zip(kept).enumerate() {
         if rs.len() > brokers.len() {
             return Err(PlacementError::ReplicationFactor {
                 requested: rs.len() as u32,
@@ -307,13 +320,19 @@ pub fn propose_moves(
             let used_racks: BTreeSet<String> = keep.iter().filter_map(|r| rack_of(*r)).collect();
             let pick = load
                 .iter()
-                .filter(|(b, _)| !keep.contains(b))
+                .filter(|(b, _)| !keep.contains(b) && !closed.contains(b))
                 .min_by_key(|(b, n)| {
                     let rack_clash = rack_aware && rack_of(**b).is_some_and(|r| used_racks.contains(&r));
                     (rack_clash, **n, **b)
                 })
                 .map(|(b, _)| *b);
-            let Some(b) = pick else { break };
+            let Some(b) = pick else {
+                return Err(PlacementError::NoBrokerFor {
+                    index,
+                    missing: rs.len() - keep.len(),
+                    closed: closed.iter().copied().collect(),
+                });
+            };
             keep.push(b);
             *load.entry(b).or_default() += 1;
         }

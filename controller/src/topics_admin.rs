@@ -28,14 +28,37 @@ fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> 
     })
 }
 
+/// The brokers automatic placement may give a new replica: every registered one but those whose
+/// every log dir is cordoned (KIP-1066), as Kafka's controller leaves them out.
 fn slots(view: &ClusterView) -> Vec<BrokerSlot> {
     view.brokers
         .values()
+        .filter(|b| proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs))
         .map(|b| BrokerSlot {
             id: b.id,
             rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
         })
         .collect()
+}
+
+/// Kafka's refusal of a replication factor over the brokers placement may use, naming the first
+/// partition that cannot be placed and the brokers left out because they are cordoned.
+fn too_few_brokers<T>(view: &ClusterView, rf: usize, available: usize, topic: &str, first: i32) -> Result<T, Refusal> {
+    let closed: Vec<i32> = view
+        .brokers
+        .values()
+        .filter(|b| !proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs))
+        .map(|b| b.id)
+        .collect();
+    let why = if closed.is_empty() {
+        String::new()
+    } else {
+        format!(" Cannot place {topic}-{first}: brokers {closed:?} have every log dir cordoned.")
+    };
+    refuse(
+        ErrorCode::INVALID_REPLICATION_FACTOR,
+        format!("Replication factor: {rf} larger than available brokers: {available}.{why}"),
+    )
 }
 
 /// A stable starting broker per topic, so that topics do not all lead on the same broker.
@@ -98,14 +121,7 @@ fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal
     }
     let brokers = slots(view);
     if t.replication_factor as usize > brokers.len() {
-        return refuse(
-            ErrorCode::INVALID_REPLICATION_FACTOR,
-            format!(
-                "Replication factor: {} larger than available brokers: {}.",
-                t.replication_factor,
-                brokers.len()
-            ),
-        );
+        return too_few_brokers(view, t.replication_factor as usize, brokers.len(), &t.topic, 0);
     }
     placement::assign_replicas(
         &brokers,
@@ -275,13 +291,7 @@ fn plan_partitions(
     let new = if t.assignment.is_empty() {
         let brokers = slots(view);
         if rf > brokers.len() {
-            return refuse(
-                ErrorCode::INVALID_REPLICATION_FACTOR,
-                format!(
-                    "Replication factor: {rf} larger than available brokers: {}.",
-                    brokers.len()
-                ),
-            );
+            return too_few_brokers(view, rf, brokers.len(), name, current);
         }
         placement::assign_replicas(&brokers, adding as u32, rf as u32, current as u32, start_for(name))
             .or_else(|e| refuse(ErrorCode::INVALID_REPLICATION_FACTOR, e.to_string()))?
@@ -444,4 +454,54 @@ async fn delete_one(client: &Client, name: &str, rev: u64) -> Result<Result<(), 
         format!("topic '{name}' changed; retry"),
     );
     write_item(client, "delete topic", Ok(Plan::write(guards, ops, ())), changed).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    fn view(cordoned: &[(i32, &[&str])]) -> ClusterView {
+        let mut v = ClusterView::default();
+        for id in 1..=3 {
+            let dirs = vec![format!("/b{id}/d1"), format!("/b{id}/d2")];
+            let closed: Vec<String> = cordoned
+                .iter()
+                .filter(|(b, _)| *b == id)
+                .flat_map(|(_, d)| d.iter().map(|d| format!("/b{id}/{d}")))
+                .collect();
+            let reg = proto::ferry::BrokerRegistration {
+                id,
+                log_dirs: dirs,
+                cordoned_log_dirs: closed,
+                ..Default::default()
+            };
+            v.apply(&proto::keys::broker(id), Some(&reg.encode_to_vec()), 1);
+        }
+        v
+    }
+
+    fn topic(partitions: i32, rf: i32) -> NewTopic {
+        NewTopic {
+            topic: "t".into(),
+            partitions,
+            replication_factor: rf,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn placement_leaves_out_a_broker_whose_every_dir_is_cordoned() {
+        let v = view(&[(3, &["d1", "d2"]), (2, &["d1"])]);
+        let lists = plan_topic(&topic(12, 2), &v).unwrap();
+        assert!(lists.iter().flatten().all(|b| *b != 3), "{lists:?}");
+        assert!(lists.iter().flatten().any(|b| *b == 2), "one open dir is enough");
+        let e = plan_topic(&topic(4, 3), &v).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_REPLICATION_FACTOR);
+        assert!(
+            e.message.contains("available brokers: 2") && e.message.contains("t-0") && e.message.contains("[3]"),
+            "{}",
+            e.message
+        );
+    }
 }

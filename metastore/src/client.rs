@@ -10,11 +10,12 @@ use bytes::Bytes;
 use proto::metastore as pb;
 use proto::metastore::metastore_client::MetastoreClient;
 use tokio::sync::mpsc;
-use tonic::metadata::{Ascii, MetadataValue};
+use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
+use crate::credential::CredentialInterceptor;
 use crate::local_node::trusted;
 pub use crate::local_node::LocalNode;
 use crate::peers::{self, MAX_MESSAGE};
@@ -48,22 +49,6 @@ impl ClientError {
             ClientError::Server(s) => s.code(),
             ClientError::Unavailable(_) | ClientError::NotApplied(_) => Code::Unavailable,
         }
-    }
-}
-
-/// Adds the cluster credential, once this client has one, to every request.
-#[derive(Clone, Default)]
-pub struct CredentialInterceptor {
-    token: Arc<std::sync::OnceLock<MetadataValue<Ascii>>>,
-}
-
-impl tonic::service::Interceptor for CredentialInterceptor {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
-        if let Some(t) = self.token.get() {
-            req.metadata_mut()
-                .insert(crate::credential::CREDENTIAL_HEADER, t.clone());
-        }
-        Ok(req)
     }
 }
 
@@ -201,7 +186,7 @@ impl Client {
     pub fn set_credential(&self, token: &str) -> Result<(), ClientError> {
         let v = MetadataValue::try_from(token.trim())
             .map_err(|_| ClientError::Credential("the token is not printable ASCII".into()))?;
-        let _ = self.inner.credential.token.set(v);
+        self.inner.credential.set(v);
         Ok(())
     }
 
@@ -210,6 +195,17 @@ impl Client {
         let token =
             std::fs::read_to_string(path).map_err(|e| ClientError::Credential(format!("{}: {e}", path.display())))?;
         self.set_credential(&token)
+    }
+
+    /// The interceptor that adds this client's credential, for other services' clients.
+    pub fn credential_interceptor(&self) -> CredentialInterceptor {
+        self.inner.credential.clone()
+    }
+
+    /// Whether `given` is the credential this client carries (compared without an early exit);
+    /// false while it has none.
+    pub fn carries_credential(&self, given: &[u8]) -> bool {
+        self.inner.credential.carries(given)
     }
 
     fn client_at(&self, i: usize) -> MetastoreClient<Conn> {
@@ -587,5 +583,13 @@ impl Client {
             }
         }
         term
+    }
+}
+
+impl Client {
+    /// The quorum as its leader sees it (a follower asks the leader for it).
+    pub async fn quorum(&self) -> Result<pb::QuorumResponse, ClientError> {
+        self.call(|mut c| async move { c.quorum(pb::QuorumRequest {}).await })
+            .await
     }
 }

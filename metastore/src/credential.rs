@@ -1,9 +1,10 @@
 //! The cluster credential: the keys the cluster writes itself (`/brokers`, `/admin`, `/config`,
 //! `/controller`, `/cluster`) are refused to the generic KV API unless a request carries the
 //! credential, or comes from the node's own process. The first leader of a cluster creates the
-//! credential and stores it under [`CREDENTIAL_KEY`], which only a credentialed caller can read;
-//! every quorum node learns it by replication and writes it to a file in its data dir for its
-//! operators and broker-only nodes. A first step towards authentication and ACLs.
+//! credential (`credential_ensure.rs`) and stores it under [`CREDENTIAL_KEY`], which only a
+//! credentialed caller can read; every quorum node learns it by replication and writes it to a
+//! file in its data dir for its operators and broker-only nodes. A first step towards
+//! authentication and ACLs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +12,8 @@ use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::{Request, Status};
 
-use crate::proposer::Proposer;
 use crate::state_machine::SmShared;
-use crate::types::{Check, Command, CommandKind, Guard, NodeId, Op, Raft, Txn};
+use crate::types::{Op, Txn};
 
 /// Where the credential is stored.
 pub const CREDENTIAL_KEY: &str = "/cluster/credential";
@@ -21,8 +21,17 @@ pub const CREDENTIAL_KEY: &str = "/cluster/credential";
 pub const CREDENTIAL_HEADER: &str = "x-ferry-credential";
 /// The file in a quorum node's data dir that holds the credential.
 pub const CREDENTIAL_FILE: &str = "cluster-credential";
-/// The prefixes the cluster writes itself.
-pub const INTERNAL_PREFIXES: [&str; 5] = ["/brokers", "/admin", "/config", "/controller", "/cluster"];
+/// The prefixes the cluster writes itself (the ACLs too: a client that could write them could
+/// grant itself anything).
+pub const INTERNAL_PREFIXES: [&str; 7] = [
+    "/brokers",
+    "/admin",
+    "/config",
+    "/controller",
+    "/cluster",
+    "/kafka-acl",
+    "/kafka-acl-extended",
+];
 
 /// Marks a request made by the node's own process (a request extension: it cannot come from
 /// the network).
@@ -95,6 +104,33 @@ pub fn first_credential_guard(txn: &Txn) -> Option<String> {
         .iter()
         .position(|g| g.key == CREDENTIAL_KEY)
         .map(|i| format!("guards[{i}].key"))
+}
+
+/// Adds the cluster credential, once a client has one, to every request it sends.
+#[derive(Clone, Default)]
+pub struct CredentialInterceptor {
+    token: Arc<std::sync::OnceLock<MetadataValue<Ascii>>>,
+}
+
+impl CredentialInterceptor {
+    /// Takes `token`; the first one given stays.
+    pub(crate) fn set(&self, token: MetadataValue<Ascii>) {
+        let _ = self.token.set(token);
+    }
+
+    /// Whether `given` is the token held (compared without an early exit); false with none.
+    pub(crate) fn carries(&self, given: &[u8]) -> bool {
+        self.token.get().is_some_and(|t| same(t.as_bytes(), given))
+    }
+}
+
+impl tonic::service::Interceptor for CredentialInterceptor {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(t) = self.token.get() {
+            req.metadata_mut().insert(CREDENTIAL_HEADER, t.clone());
+        }
+        Ok(req)
+    }
 }
 
 /// The credential as this node knows it, for the Raft service between nodes: from its data dir
@@ -176,43 +212,9 @@ impl tonic::service::Interceptor for PeerCredential {
     }
 }
 
-/// How often the leader looks whether the cluster has a credential yet.
-const ENSURE_TICK: Duration = Duration::from_millis(50);
-
-/// Starts the task by which a leader creates the credential when the cluster has none (a new
-/// cluster, or one formed by a build from before credentials).
-pub fn start_ensure(id: NodeId, raft: Raft, proposer: Proposer, sm: Arc<SmShared>) {
-    tokio::spawn(async move {
-        let mut metrics = raft.metrics();
-        loop {
-            if stored(&sm).is_some() {
-                return;
-            }
-            let leads = metrics.borrow_and_update().current_leader == Some(id);
-            if leads {
-                // Guarded by absence: two leaders in turn cannot both create one.
-                let cmd = Command {
-                    request_id: None,
-                    kind: CommandKind::Txn(Txn {
-                        guards: vec![Guard {
-                            key: CREDENTIAL_KEY.into(),
-                            check: Check::Absent,
-                        }],
-                        ops: vec![Op::Put {
-                            key: CREDENTIAL_KEY.into(),
-                            value: new_token().into(),
-                            lease: 0,
-                        }],
-                    }),
-                };
-                if let Err(e) = proposer.propose(cmd).await {
-                    tracing::debug!(error = %e, "creating the cluster credential; will retry");
-                }
-            }
-            let _ = tokio::time::timeout(ENSURE_TICK, metrics.changed()).await;
-        }
-    });
-}
+/// How often a wait for the credential looks again when it cannot be told of new entries; also
+/// how often a leader looks whether the cluster has one yet (`credential_ensure.rs`).
+pub const LOOK_AGAIN: Duration = Duration::from_millis(50);
 
 /// Waits until the cluster has a credential and returns it.
 pub async fn wait(sm: &SmShared) -> String {
@@ -223,7 +225,7 @@ pub async fn wait(sm: &SmShared) -> String {
         }
         // Either a new entry applied or the sender went away (then poll slowly).
         if applied.changed().await.is_err() {
-            tokio::time::sleep(ENSURE_TICK).await;
+            tokio::time::sleep(LOOK_AGAIN).await;
         }
     }
 }

@@ -9,75 +9,20 @@
 //! election timeout to a follower's wait once one of its elections met a voter with a longer
 //! log, which left a paused leader unreplaced for 4.7 s in the fault suite.
 //!
-//! [`Watch`] decides; [`start`] drives it from the node's Raft metrics and the Raft service's
-//! record of the last leader or candidate it heard ([`Heard`]).
+//! When a node campaigns is decided in one place, [`Watch::step`], from what [`start`] reads at
+//! each tick: the node's Raft state and membership, how its vote moved, whether the credential
+//! rule lets it campaign ([`crate::credential::may_campaign`]), and the last leader or
+//! candidate its Raft service heard ([`Heard`]). When the step says so, the driver asks for
+//! pre-votes ([`Voter::ask`]) and calls the election only on a majority.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openraft::ServerState;
 
-use crate::peers::Peers;
+use crate::heard::Heard;
+use crate::pre_vote::Voter;
+use crate::raft_peers::RaftPeers;
 use crate::types::Raft;
-
-/// What the Raft service learns for the watch and for pre-votes: when this node last heard from
-/// a leader it follows or a candidate it voted for. (A node whose log is shorter than a peer's
-/// is kept from campaigning by the pre-vote, which compares logs.)
-#[derive(Clone, Debug)]
-pub struct Heard(Arc<parking_lot::Mutex<HeardState>>);
-
-#[derive(Debug)]
-struct HeardState {
-    at: Instant,
-    /// Leader requests (entries, snapshot chunks) received and not yet answered.
-    receiving: usize,
-}
-
-impl Default for Heard {
-    fn default() -> Self {
-        Self(Arc::new(parking_lot::Mutex::new(HeardState {
-            at: Instant::now(),
-            receiving: 0,
-        })))
-    }
-}
-
-/// A leader's request being taken; see [`Heard::receiving`].
-#[must_use = "the request counts as heard only while this lives"]
-pub struct Receiving(Heard);
-
-impl Drop for Receiving {
-    fn drop(&mut self) {
-        let mut s = self.0 .0.lock();
-        s.receiving -= 1;
-    }
-}
-
-impl Heard {
-    /// Records contact now: a leader's entries or snapshot taken, or a vote granted.
-    pub fn touch(&self) {
-        self.0.lock().at = Instant::now();
-    }
-
-    /// A leader's request has arrived: until the returned guard drops, the node counts as
-    /// hearing from a leader. A follower writing a large append can take longer than the
-    /// election watch's silence, and its leader's heartbeats queue behind that append; counted
-    /// only once answered, it would ask for a pre-vote, which its peer, as stuck, would grant.
-    pub fn receiving(&self) -> Receiving {
-        self.0.lock().receiving += 1;
-        Receiving(self.clone())
-    }
-
-    /// The last contact: now while a leader's request is being taken.
-    pub fn at(&self) -> Instant {
-        let s = self.0.lock();
-        if s.receiving > 0 {
-            Instant::now()
-        } else {
-            s.at
-        }
-    }
-}
 
 /// The watch's timing.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,6 +69,40 @@ impl Timing {
     }
 }
 
+/// How the node's vote moved since the watch's last tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoteMove {
+    /// It did not move.
+    Same,
+    /// To itself: the node's own candidacy.
+    OwnCandidacy,
+    /// Anywhere else: it voted for a rival, or a rival's rejected request moved its term.
+    Other,
+}
+
+/// What the watch reads at one tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen {
+    /// The tick's time.
+    pub now: Instant,
+    /// The node's Raft state.
+    pub state: ServerState,
+    /// Whether the node is a voter of the current membership.
+    pub voter: bool,
+    /// Whether the credential rule lets it campaign ([`crate::credential::may_campaign`]).
+    pub credential_allows: bool,
+    /// How its vote moved since the last tick.
+    pub vote: VoteMove,
+    /// When its Raft service last heard a leader or candidate ([`Heard::at`]).
+    pub heard_at: Instant,
+}
+
+/// Whether a node may campaign at all: a voting follower or candidate that the credential rule
+/// allows. A leader, a learner and a node shutting down never do.
+pub fn eligible(state: ServerState, voter: bool, credential_allows: bool) -> bool {
+    matches!(state, ServerState::Follower | ServerState::Candidate) && voter && credential_allows
+}
+
 /// The decision state: when the node last heard a leader or candidate, or changed its vote, when
 /// it last ticked, and how much silence this round waits for.
 #[derive(Clone, Debug)]
@@ -143,25 +122,59 @@ impl Watch {
         }
     }
 
+    /// The campaign decision, once per tick: true when the node should ask for pre-votes (and,
+    /// granted by a majority, call an election). `draw` gives a random fraction in 0..=1 for
+    /// each new wait.
+    ///
+    /// Its own candidacy restarts the silence, and the next round waits only an election timeout
+    /// ([`Timing::retry_wait`]), should this election come to nothing. A vote moved anywhere
+    /// else draws a fresh [`Timing::wait`] but does not restart the silence: a rival's rejected
+    /// request also moves the vote (to its term), and counting it would let nodes with shorter
+    /// logs, campaigning in turn, keep the one with the longest log from asking. Contact heard
+    /// by the Raft service restarts the silence; an ineligible tick ([`eligible`]) or a pause of
+    /// the process starts it again from now. Once the silence reaches this round's wait, the
+    /// node asks, and the next round waits a fresh [`Timing::wait`].
+    pub fn step(&mut self, seen: &Seen, t: &Timing, mut draw: impl FnMut() -> f64) -> bool {
+        match seen.vote {
+            VoteMove::Same => {}
+            VoteMove::OwnCandidacy => {
+                self.heard(seen.now);
+                self.set_wait(t.retry_wait(draw()));
+            }
+            VoteMove::Other => self.set_wait(t.wait(draw())),
+        }
+        self.heard(seen.heard_at);
+        let ask = self.tick(seen.now, eligible(seen.state, seen.voter, seen.credential_allows), t);
+        if ask {
+            self.set_wait(t.wait(draw()));
+        }
+        ask
+    }
+
     /// Time spent at `now` asking for pre-votes is not a pause of the process.
     pub fn resume(&mut self, now: Instant) {
         self.last_tick = now;
     }
 
+    /// The silence the current round waits for.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
     /// The silence the next round waits for (a fresh draw of [`Timing::wait`]).
-    pub fn set_wait(&mut self, wait: Duration) {
+    fn set_wait(&mut self, wait: Duration) {
         self.wait = wait;
     }
 
     /// Something was heard at `at` (a leader's append, a vote it granted, its own candidacy):
     /// the silence starts again from there.
-    pub fn heard(&mut self, at: Instant) {
+    fn heard(&mut self, at: Instant) {
         self.quiet_since = self.quiet_since.max(at);
     }
 
     /// One tick at `now`; `eligible` when the node is a voting follower or candidate allowed to
     /// campaign. True when it should ask for an election.
-    pub fn tick(&mut self, now: Instant, eligible: bool, t: &Timing) -> bool {
+    fn tick(&mut self, now: Instant, eligible: bool, t: &Timing) -> bool {
         debug_assert!(
             self.wait >= t.retry.min(t.quiet),
             "a round waits at least an election timeout"
@@ -182,10 +195,11 @@ impl Watch {
 }
 
 /// Starts the watch of `raft` on the current runtime (the Raft thread's, which a busy node
-/// leaves free), fed by what the Raft traffic of `peers` heard. Ends when Raft shuts down.
-pub fn start(raft: Raft, peers: Peers, voter: crate::pre_vote::Voter, timing: Timing) {
+/// leaves free), fed by what its Raft service `heard`; pre-votes go to the peers on their Raft
+/// lane, with the credential of `peers`. Ends when Raft shuts down.
+pub fn start(raft: Raft, peers: RaftPeers, heard: Heard, voter: Voter, timing: Timing) {
     tokio::spawn(async move {
-        let (heard, credential) = (peers.heard(), peers.credential());
+        let credential = peers.credential();
         let lane = peers.raft_lane();
         let mut metrics = raft.metrics();
         let mut watch = Watch::new(Instant::now(), timing.wait(rand::random()));
@@ -198,53 +212,55 @@ pub fn start(raft: Raft, peers: Peers, voter: crate::pre_vote::Voter, timing: Ti
                 return;
             }
             let now = Instant::now();
-            let eligible = {
+            let (state, is_voter, moved) = {
                 let m = metrics.borrow_and_update();
-                if m.vote != vote {
+                let moved = if m.vote == vote {
+                    VoteMove::Same
+                } else {
                     vote = m.vote;
-                    // Only its own candidacy restarts the silence. A rival's rejected request
-                    // also moves the vote (to its term); counting it would let nodes with shorter
-                    // logs, campaigning in turn, keep the one with the longest log from asking.
                     if vote.leader_id().voted_for() == Some(m.id) {
-                        watch.heard(now);
-                        // Should this election come to nothing (two candidates split the
-                        // vote), the next is called after an election timeout, not the lease.
-                        watch.set_wait(timing.retry_wait(rand::random()));
+                        VoteMove::OwnCandidacy
                     } else {
-                        watch.set_wait(timing.wait(rand::random()));
+                        VoteMove::Other
                     }
-                }
-                matches!(m.state, ServerState::Follower | ServerState::Candidate)
-                    && m.membership_config.membership().voter_ids().any(|v| v == m.id)
-                    && credential.may_campaign()
-            };
-            watch.heard(heard.at());
-            if watch.tick(now, eligible, &timing) {
-                watch.set_wait(timing.wait(rand::random()));
-                let (id, addrs, voters) = {
-                    let m = metrics.borrow();
-                    let membership = m.membership_config.membership();
-                    let voters: Vec<_> = membership.voter_ids().collect();
-                    let addrs: Vec<String> = voters
-                        .iter()
-                        .filter(|v| **v != m.id)
-                        .filter_map(|v| membership.get_node(v).map(|n| n.addr.clone()))
-                        .collect();
-                    (m.id, addrs, voters.len())
                 };
-                let granted = voter.ask(&lane, id, &addrs, voters, timing.ask).await;
-                watch.resume(Instant::now());
-                if !granted {
-                    tracing::debug!("no majority would vote for this node: not campaigning");
-                    continue;
-                }
-                tracing::info!(
-                    quiet_ms = watch.wait.as_millis() as u64,
-                    "no leader heard from and a majority would vote: calling an election"
-                );
-                if raft.trigger().elect().await.is_err() {
-                    return;
-                }
+                let is_voter = m.membership_config.membership().voter_ids().any(|v| v == m.id);
+                (m.state, is_voter, moved)
+            };
+            let seen = Seen {
+                now,
+                state,
+                voter: is_voter,
+                credential_allows: credential.may_campaign(),
+                vote: moved,
+                heard_at: heard.at(),
+            };
+            if !watch.step(&seen, &timing, rand::random::<f64>) {
+                continue;
+            }
+            let (id, addrs, voters) = {
+                let m = metrics.borrow();
+                let membership = m.membership_config.membership();
+                let voters: Vec<_> = membership.voter_ids().collect();
+                let addrs: Vec<String> = voters
+                    .iter()
+                    .filter(|v| **v != m.id)
+                    .filter_map(|v| membership.get_node(v).map(|n| n.addr.clone()))
+                    .collect();
+                (m.id, addrs, voters.len())
+            };
+            let granted = voter.ask(&lane, id, &addrs, voters, timing.ask).await;
+            watch.resume(Instant::now());
+            if !granted {
+                tracing::debug!("no majority would vote for this node: not campaigning");
+                continue;
+            }
+            tracing::info!(
+                quiet_ms = watch.wait().as_millis() as u64,
+                "no leader heard from and a majority would vote: calling an election"
+            );
+            if raft.trigger().elect().await.is_err() {
+                return;
             }
         }
     });
@@ -303,28 +319,6 @@ mod tests {
     }
 
     #[test]
-    fn contact_moves_the_heard_time_forward() {
-        let heard = Heard::default();
-        let before = heard.at();
-        heard.touch();
-        assert!(heard.at() >= before);
-        let touched = heard.at();
-        heard.touch();
-        assert!(heard.at() >= touched);
-    }
-
-    #[test]
-    fn a_request_being_taken_counts_as_heard_until_it_is_answered() {
-        let heard = Heard::default();
-        heard.0.lock().at = Instant::now() - Duration::from_secs(5);
-        let taking = heard.receiving();
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(heard.at().elapsed() < Duration::from_secs(1));
-        drop(taking);
-        assert!(heard.at().elapsed() >= Duration::from_secs(5));
-    }
-
-    #[test]
     fn a_candidate_whose_election_failed_tries_again_after_an_election_timeout() {
         let t0 = Instant::now();
         let mut w = watch(t0);
@@ -378,5 +372,107 @@ mod tests {
         // No tick from 100 ms to 3,000 ms: the process was stopped.
         assert!(run(&mut w, t0, 3000, 3850, true).is_empty());
         assert_eq!(run(&mut w, t0, 3900, 3900, true), vec![3900]);
+    }
+
+    /// What a voting follower that last heard from a leader at `heard_at` sees at `ms`.
+    fn seen(t0: Instant, ms: u64, heard_at: Instant) -> Seen {
+        Seen {
+            now: t0 + Duration::from_millis(ms),
+            state: ServerState::Follower,
+            voter: true,
+            credential_allows: true,
+            vote: VoteMove::Same,
+            heard_at,
+        }
+    }
+
+    /// Steps every 50 ms from `from_ms` to `to_ms` with `seen` as `at` makes it; the offsets
+    /// (ms) at which the node asks for pre-votes. Every draw is 0.
+    fn steps(w: &mut Watch, from_ms: u64, to_ms: u64, at: impl Fn(u64) -> Seen) -> Vec<u64> {
+        (from_ms / 50..=to_ms / 50)
+            .map(|i| i * 50)
+            .filter(|&ms| w.step(&at(ms), &timing(), || 0.0))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_voting_follower_or_candidate_the_credential_allows_may_campaign() {
+        assert!(eligible(ServerState::Follower, true, true));
+        assert!(eligible(ServerState::Candidate, true, true));
+        assert!(!eligible(ServerState::Leader, true, true));
+        assert!(!eligible(ServerState::Learner, true, true));
+        assert!(!eligible(ServerState::Shutdown, true, true));
+        assert!(!eligible(ServerState::Follower, false, true), "a learner by membership");
+        assert!(
+            !eligible(ServerState::Follower, true, false),
+            "refused for its credential"
+        );
+    }
+
+    #[test]
+    fn a_silent_voter_asks_for_pre_votes_after_the_wait_and_then_waits_a_fresh_draw() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        assert!(steps(&mut w, 50, 850, |ms| seen(t0, ms, t0)).is_empty());
+        // The next round's wait is drawn when it asks: here the whole spread.
+        assert!(w.step(&seen(t0, 900, t0), &timing(), || 1.0));
+        assert_eq!(w.wait(), timing().wait(1.0));
+        assert!(steps(&mut w, 950, 1950, |ms| seen(t0, ms, t0)).is_empty());
+        assert_eq!(steps(&mut w, 2000, 2000, |ms| seen(t0, ms, t0)), vec![2000]);
+    }
+
+    #[test]
+    fn contact_heard_by_the_raft_service_keeps_the_node_from_asking() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        let fired = steps(&mut w, 50, 2000, |ms| seen(t0, ms, t0 + Duration::from_millis(ms)));
+        assert!(fired.is_empty());
+    }
+
+    #[test]
+    fn a_node_the_credential_rule_holds_back_never_asks() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        let held = |ms| Seen {
+            credential_allows: false,
+            ..seen(t0, ms, t0)
+        };
+        assert!(steps(&mut w, 50, 3000, held).is_empty());
+        // Allowed again, it waits a whole quiet time from then.
+        assert_eq!(steps(&mut w, 3050, 3950, |ms| seen(t0, ms, t0)), vec![3900]);
+    }
+
+    #[test]
+    fn its_own_candidacy_restarts_the_silence_and_retries_after_an_election_timeout() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        assert!(steps(&mut w, 50, 500, |ms| seen(t0, ms, t0)).is_empty());
+        let campaigned = Seen {
+            state: ServerState::Candidate,
+            vote: VoteMove::OwnCandidacy,
+            ..seen(t0, 550, t0)
+        };
+        assert!(!w.step(&campaigned, &timing(), || 0.0));
+        assert_eq!(w.wait(), timing().retry_wait(0.0));
+        let candidate = |ms| Seen {
+            state: ServerState::Candidate,
+            ..seen(t0, ms, t0)
+        };
+        assert_eq!(steps(&mut w, 600, 850, candidate), vec![850]);
+    }
+
+    #[test]
+    fn a_vote_moved_by_a_rival_draws_a_new_wait_but_keeps_the_silence() {
+        let t0 = Instant::now();
+        let mut w = watch(t0);
+        assert!(steps(&mut w, 50, 500, |ms| seen(t0, ms, t0)).is_empty());
+        let rival = Seen {
+            vote: VoteMove::Other,
+            ..seen(t0, 550, t0)
+        };
+        assert!(!w.step(&rival, &timing(), || 0.5));
+        assert_eq!(w.wait(), timing().wait(0.5));
+        // Silent since 0 ms, it asks at 1,000 ms (900 ms quiet plus half the 200 ms spread).
+        assert_eq!(steps(&mut w, 600, 1000, |ms| seen(t0, ms, t0)), vec![1000]);
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use openraft::ServerState;
 
-use crate::election_watch::Heard;
+use crate::heard::Heard;
 use crate::types::{Node, NodeId, Raft};
 
 type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;

@@ -16,24 +16,31 @@ use serde::de::DeserializeOwned;
 use tonic::{Request, Response, Status};
 
 use crate::codec;
+use crate::credential::PeerCredential;
+use crate::follower_acks::FollowerAcks;
+use crate::heard::Heard;
 use crate::log_store::REPLICATION_BATCH_BYTES;
-use crate::peers::Peers;
 use crate::pre_vote::Voter;
 use crate::proposer::Proposer;
+use crate::raft_peers::RaftPeers;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::types::{Node, NodeId, Proposal, ProposalResult, Raft, TypeConfig};
 
-/// Makes [`PeerClient`]s for openraft over the shared [`Peers`] channels: openraft asks for a
+/// Makes [`PeerClient`]s for openraft over the shared [`RaftPeers`] channels: openraft asks for a
 /// new client on every read-index round, and a fresh connection each time costs a handshake.
 #[derive(Clone, Default)]
 pub struct NetworkFactory {
-    peers: Peers,
+    peers: RaftPeers,
+    acks: Option<FollowerAcks>,
 }
 
 impl NetworkFactory {
-    /// A factory over `peers`.
-    pub fn new(peers: Peers) -> Self {
-        Self { peers }
+    /// A factory over `peers` that notes the followers' answers in `acks`.
+    pub fn new(peers: RaftPeers, acks: FollowerAcks) -> Self {
+        Self {
+            peers,
+            acks: Some(acks),
+        }
     }
 }
 
@@ -45,6 +52,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             target,
             addr: node.addr.clone(),
             peers: self.peers.clone(),
+            acks: self.acks.clone(),
         }
     }
 }
@@ -53,7 +61,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
-    peers: Peers,
+    peers: RaftPeers,
+    acks: Option<FollowerAcks>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -130,7 +139,22 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 hint as u64,
             )));
         }
-        self.call(Rpc::Append, data, &option).await
+        let sent = self.acks.as_ref().map(FollowerAcks::sending);
+        // What the follower holds once it takes the whole request.
+        let sent_up_to = rpc
+            .entries
+            .last()
+            .map(|e| e.log_id.index)
+            .or(rpc.prev_log_id.map(|l| l.index));
+        let res = self.call(Rpc::Append, data, &option).await;
+        if let (Some(acks), Some(sent)) = (&self.acks, sent) {
+            match &res {
+                Ok(AppendEntriesResponse::Success) => acks.acked(self.target, sent, sent_up_to),
+                Ok(AppendEntriesResponse::PartialSuccess(l)) => acks.acked(self.target, sent, l.map(|l| l.index)),
+                _ => {}
+            }
+        }
+        res
     }
 
     async fn install_snapshot(
@@ -155,27 +179,35 @@ pub struct RaftService {
     raft: Raft,
     read_index: ReadIndex,
     proposer: Proposer,
-    peers: Peers,
+    credential: PeerCredential,
+    heard: Heard,
     voter: Voter,
 }
 
 impl RaftService {
     /// Serves `raft`, the leader's read index and followers' forwarded proposals to the peers
-    /// that give the credential of `peers`, telling its election watch each leader or candidate
-    /// it accepts.
-    pub fn new(raft: Raft, read_index: ReadIndex, proposer: Proposer, peers: Peers, voter: Voter) -> Self {
+    /// that give `credential`, recording in `heard` each leader or candidate it accepts.
+    pub fn new(
+        raft: Raft,
+        read_index: ReadIndex,
+        proposer: Proposer,
+        credential: PeerCredential,
+        heard: Heard,
+        voter: Voter,
+    ) -> Self {
         Self {
             raft,
             read_index,
             proposer,
-            peers,
+            credential,
+            heard,
             voter,
         }
     }
 
     /// The request's payload, from a caller that gave the cluster credential.
     fn decode_rpc<T: DeserializeOwned>(&self, req: Request<RaftPayload>) -> Result<T, Status> {
-        self.peers.credential().check(&req)?;
+        self.credential.check(&req)?;
         decode_rpc(req)
     }
 }
@@ -194,10 +226,10 @@ fn reply<T: serde::Serialize>(value: &T) -> Result<Response<RaftPayload>, Status
 impl proto::raft::raft_server::Raft for RaftService {
     async fn append_entries(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: AppendEntriesRequest<TypeConfig> = self.decode_rpc(req)?;
-        let _taking = self.peers.heard().receiving();
+        let _taking = self.heard.receiving();
         let res = self.raft.append_entries(rpc).await;
         if matches!(&res, Ok(r) if !matches!(r, AppendEntriesResponse::HigherVote(_))) {
-            self.peers.heard().touch();
+            self.heard.touch();
         }
         reply(&res)
     }
@@ -206,7 +238,7 @@ impl proto::raft::raft_server::Raft for RaftService {
         let rpc: VoteRequest<NodeId> = self.decode_rpc(req)?;
         let res = self.raft.vote(rpc).await;
         if matches!(&res, Ok(r) if r.vote_granted) {
-            self.peers.heard().touch();
+            self.heard.touch();
         }
         reply(&res)
     }
@@ -214,23 +246,23 @@ impl proto::raft::raft_server::Raft for RaftService {
     async fn install_snapshot(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let rpc: InstallSnapshotRequest<TypeConfig> = self.decode_rpc(req)?;
         let vote = rpc.vote;
-        let _taking = self.peers.heard().receiving();
+        let _taking = self.heard.receiving();
         let res = self.raft.install_snapshot(rpc).await;
         if matches!(&res, Ok(r) if r.vote == vote) {
-            self.peers.heard().touch();
+            self.heard.touch();
         }
         reply(&res)
     }
 
     async fn pre_vote(&self, req: Request<PreVoteRequest>) -> Result<Response<PreVoteResponse>, Status> {
-        self.peers.credential().check(&req)?;
+        self.credential.check(&req)?;
         let leads = self.raft.metrics().borrow().state == openraft::ServerState::Leader;
-        let since = self.peers.heard().at().elapsed();
+        let since = self.heard.at().elapsed();
         Ok(Response::new(self.voter.answer(req.get_ref(), leads, since).await))
     }
 
     async fn read_index(&self, req: Request<ReadIndexRequest>) -> Result<Response<ReadIndexResponse>, Status> {
-        self.peers.credential().check(&req)?;
+        self.credential.check(&req)?;
         match self.read_index.read_index_as_leader().await {
             Ok(index) => Ok(Response::new(ReadIndexResponse { index })),
             Err(ReadIndexError::NotLeader) => Err(Status::failed_precondition("not the leader")),

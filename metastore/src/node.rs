@@ -19,8 +19,9 @@ use crate::log_store::LogStore;
 use crate::metrics::{self, MetastoreMetrics};
 use crate::network::{NetworkFactory, RaftService};
 use crate::node_core::{Deadlines, NodeCore};
-use crate::peers::{Peers, MAX_MESSAGE};
+use crate::peers::MAX_MESSAGE;
 use crate::raft_lane::{self, RaftThread};
+use crate::raft_peers::RaftPeers;
 use crate::service::MetastoreService;
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
 use crate::types::{Node, NodeId, Raft};
@@ -243,20 +244,22 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let addr = listener.local_addr().map_err(bind_err)?;
 
     // One channel cache: Raft replication and the node's own forwarding share connections.
-    let peers = Peers::default();
+    let peers = RaftPeers::default();
     let timing = crate::election_watch::Timing::from_raft(cfg.raft.election_min_ms, cfg.raft.election_max_ms);
     let credential_file = cfg.data_dir.join(crate::credential::CREDENTIAL_FILE);
     peers.credential().load(&credential_file);
     let id = cfg.id;
     let raft_thread = RaftThread::start(cfg.id).map_err(|e| NodeError::Raft(format!("starting its thread: {e}")))?;
     // Made on the Raft thread, so that openraft's tasks and its connections to peers run there.
-    let network = NetworkFactory::new(peers.raft_lane());
+    let acks = crate::follower_acks::FollowerAcks::new(cfg.clock.clone());
+    let network = NetworkFactory::new(peers.raft_lane(), acks.clone());
     let raft = raft_thread
         .handle()
         .spawn(async move { Raft::new(id, config, network, log_store, sm).await })
         .await
         .map_err(|e| NodeError::Raft(e.to_string()))?
         .map_err(|e| NodeError::Raft(e.to_string()))?;
+    acks.watch(&raft);
     let metrics = MetastoreMetrics::new();
     if let Some(registry) = &cfg.registry {
         metrics
@@ -269,6 +272,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         raft.clone(),
         shared.clone(),
         peers,
+        acks,
         metrics.commit_latency.clone(),
         crate::node_core::CoreConfig {
             limits: cfg.limits.clone(),
@@ -290,11 +294,11 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         initialize(&raft, &cfg.peers).await?;
     }
     spawn_credential_file(shared.clone(), credential_file, core.peers.credential().clone());
-    let (watched, peers) = (raft.clone(), core.peers.clone());
+    let (watched, peers, heard) = (raft.clone(), core.peers.clone(), core.heard.clone());
     // On the Raft thread: a node busy serving clients must still notice a silent leader.
     raft_thread
         .handle()
-        .spawn(async move { crate::election_watch::start(watched, peers, voter, timing) });
+        .spawn(async move { crate::election_watch::start(watched, peers, heard, voter, timing) });
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,
@@ -369,7 +373,8 @@ fn raft_service(core: &Arc<NodeCore>, voter: &crate::pre_vote::Voter) -> RaftSer
         core.raft.clone(),
         core.read_index.clone(),
         core.proposer.clone(),
-        core.peers.clone(),
+        core.peers.credential().clone(),
+        core.heard.clone(),
         voter.clone(),
     ))
     .max_decoding_message_size(MAX_MESSAGE)

@@ -14,11 +14,13 @@ use proto::metastore::metastore_client::MetastoreClient;
 use tonic::transport::Channel;
 use tonic::Status;
 
-use crate::credential;
+use crate::credential_ensure;
+use crate::follower_acks::FollowerAcks;
+use crate::heard::Heard;
 use crate::leader_view::LeaderView;
 use crate::lease::LeaseKeeper;
-use crate::peers::Peers;
 use crate::proposer::{ProposeError, Proposer};
+use crate::raft_peers::RaftPeers;
 use crate::read_index::{ReadIndex, ReadIndexError};
 use crate::staging;
 use crate::state_machine::SmShared;
@@ -90,12 +92,17 @@ pub struct NodeCore {
     pub leases: LeaseKeeper,
     /// Batches writes into proposals.
     pub proposer: Proposer,
-    /// Connections to the other nodes.
-    pub peers: Peers,
+    /// Connections to the other nodes, and the credential its Raft calls give.
+    pub peers: RaftPeers,
+    /// When its Raft service last heard a leader or candidate (read by the leader view, the
+    /// pre-vote answer and the election watch).
+    pub heard: Heard,
     /// Who leads, as this node sees it.
     pub leader: LeaderView,
     /// The node's clock: a staged transaction's age is judged on it.
     pub clock: Clock,
+    /// The followers' answers to this node's appends while it leads (DescribeQuorum's times).
+    pub acks: FollowerAcks,
     /// Set when the node stops, so long-lived streams end and clients move on.
     closing: tokio::sync::watch::Sender<bool>,
 }
@@ -107,7 +114,8 @@ impl NodeCore {
         id: NodeId,
         raft: Raft,
         sm: Arc<SmShared>,
-        peers: Peers,
+        peers: RaftPeers,
+        acks: FollowerAcks,
         commit_latency: prometheus::Histogram,
         config: CoreConfig,
     ) -> Self {
@@ -117,7 +125,8 @@ impl NodeCore {
             clock,
             forget_leader_after,
         } = config;
-        let leader = LeaderView::new(id, raft.clone(), peers.heard().clone(), forget_leader_after);
+        let heard = Heard::default();
+        let leader = LeaderView::new(id, raft.clone(), heard.clone(), forget_leader_after);
         let read_index = ReadIndex::start(leader.clone(), raft.clone(), peers.clone(), deadlines.read_index);
         let proposer = Proposer::start(
             leader.clone(),
@@ -129,7 +138,7 @@ impl NodeCore {
         );
         let leases = LeaseKeeper::start(id, raft.clone(), proposer.clone(), sm.clone());
         staging::start_expiry(id, raft.clone(), proposer.clone(), sm.clone(), clock.clone());
-        credential::start_ensure(id, raft.clone(), proposer.clone(), sm.clone());
+        credential_ensure::start(id, raft.clone(), proposer.clone(), sm.clone());
         Self {
             id,
             raft,
@@ -139,8 +148,10 @@ impl NodeCore {
             leases,
             proposer,
             peers,
+            heard,
             leader,
             clock,
+            acks,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -186,6 +197,7 @@ impl NodeCore {
     /// A client of the node at `addr` (the leader, for a request forwarded to it).
     pub(crate) fn metastore_client(&self, addr: &str) -> Result<MetastoreClient<Channel>, Status> {
         self.peers
+            .channels()
             .metastore(addr)
             .map_err(|e| Status::unavailable(format!("leader at {addr}: {e}")))
     }

@@ -1,5 +1,6 @@
 //! Connections to other nodes: one lazily opened HTTP/2 channel per address, shared by Raft
-//! replication, forwarded proposals, read-index requests and forwarded admin calls.
+//! replication, forwarded proposals, read-index requests and forwarded admin calls. Only a
+//! channel cache: a quorum node's Raft calls, which give its credential, go through `RaftPeers`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,11 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use proto::metastore::metastore_client::MetastoreClient;
-use proto::raft::raft_client::RaftClient;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-
-use crate::credential::PeerCredential;
 
 /// Largest gRPC message between nodes: a big transaction is one log entry.
 pub const MAX_MESSAGE: usize = 1 << 30;
@@ -110,15 +107,10 @@ pub fn never_sent(s: &tonic::Status) -> bool {
     false
 }
 
-/// A Raft-service client that gives the cluster credential.
-pub type RaftPeerClient = RaftClient<InterceptedService<Channel, PeerCredential>>;
-
-/// The channel cache, and the credential this node's Raft calls give.
+/// The channel cache: one shared channel per peer address.
 #[derive(Clone, Default)]
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
-    credential: PeerCredential,
-    heard: crate::election_watch::Heard,
     raft_lane: bool,
 }
 
@@ -138,34 +130,13 @@ impl Peers {
         Ok(c)
     }
 
-    /// Channels of their own to the same peers, on their Raft lane, with the same credential.
-    /// Their connections run on the runtime that first uses them: openraft's.
+    /// A cache of its own whose channels go to the peers' Raft lane. Their connections run on
+    /// the runtime that first uses them.
     pub fn raft_lane(&self) -> Peers {
         Peers {
             channels: Arc::default(),
-            credential: self.credential.clone(),
-            heard: self.heard.clone(),
             raft_lane: true,
         }
-    }
-
-    /// What this node's Raft traffic tells its election watch.
-    pub fn heard(&self) -> &crate::election_watch::Heard {
-        &self.heard
-    }
-
-    /// The credential this node gives its peers and asks of them.
-    pub fn credential(&self) -> &PeerCredential {
-        &self.credential
-    }
-
-    /// A Raft-service client to `addr`.
-    pub fn raft(&self, addr: &str) -> Result<RaftPeerClient, tonic::transport::Error> {
-        Ok(
-            RaftClient::with_interceptor(self.channel(addr)?, self.credential.clone())
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE),
-        )
     }
 
     /// A Metastore-service client to `addr`.

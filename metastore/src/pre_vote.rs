@@ -4,10 +4,11 @@
 //! leader's appends met that higher term and the leader stepped down, and the cluster stopped
 //! serving until the up-to-date nodes elected again above it (1.9 s in a fault-suite run).
 //!
-//! With pre-vote, every election is called by [`crate::election_watch`] (openraft's own election
-//! timer is off) and only once a majority of voters, this node included, granted a pre-vote. A
-//! peer grants one when it has heard from no leader for the lease and the candidate's log is at
-//! least as up to date as its own ([`grant`]); nothing is written, and no term changes.
+//! With pre-vote, every election is called by the election watch (`election_watch.rs`, which
+//! asks here; openraft's own election timer is off) and only once a majority of voters, this
+//! node included, granted a pre-vote ([`majority`]). A peer grants one when it has heard from no
+//! leader for the lease and the candidate's log is at least as up to date as its own
+//! ([`grant`]); nothing is written, and no term changes.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use openraft::storage::RaftLogStorage;
 use proto::raft::{PreVoteRequest, PreVoteResponse};
 
 use crate::log_store::LogStore;
-use crate::peers::Peers;
+use crate::raft_peers::RaftPeers;
 use crate::types::NodeId;
 
 /// A log position as Raft compares them: the last entry's term, then its index; `None` for an
@@ -72,7 +73,7 @@ impl Voter {
     /// the `voters` (this node counted) would vote for it.
     pub async fn ask(
         &self,
-        peers: &Peers,
+        peers: &RaftPeers,
         candidate: NodeId,
         addrs: &[String],
         voters: usize,

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::codec;
 use crate::leader_view::LeaderView;
-use crate::peers::Peers;
+use crate::raft_peers::RaftPeers;
 use crate::types::{encode_segment, Command, CommandResult, Proposal, ProposalResult, Raft};
 
 /// Most callers' segments in one proposal.
@@ -72,7 +72,7 @@ impl Proposer {
     pub fn start(
         view: LeaderView,
         raft: Raft,
-        peers: Peers,
+        peers: RaftPeers,
         commit_latency: Histogram,
         forward: Duration,
         commit: Duration,
@@ -166,7 +166,7 @@ async fn still_leads(raft: &Raft, deadline: Duration) -> bool {
 }
 
 async fn forward(
-    peers: &Peers,
+    peers: &RaftPeers,
     addr: &str,
     proposal: &Proposal,
     deadline: Duration,
@@ -199,7 +199,7 @@ async fn forward(
 async fn submit(
     view: &LeaderView,
     raft: &Raft,
-    peers: &Peers,
+    peers: &RaftPeers,
     commit_latency: &Histogram,
     waits: Waits,
     batch: Vec<Pending>,
@@ -255,7 +255,7 @@ async fn submit(
 async fn run(
     view: LeaderView,
     raft: Raft,
-    peers: Peers,
+    peers: RaftPeers,
     commit_latency: Histogram,
     waits: Waits,
     mut rx: mpsc::UnboundedReceiver<Pending>,

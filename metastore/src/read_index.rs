@@ -17,7 +17,7 @@ use proto::raft::ReadIndexRequest;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::leader_view::LeaderView;
-use crate::peers::Peers;
+use crate::raft_peers::RaftPeers;
 use crate::types::Raft;
 
 /// Requests to the leader in flight at once: a slow one does not hold up the next batch.
@@ -55,7 +55,7 @@ pub struct ReadIndex {
 
 impl ReadIndex {
     /// Starts the batching tasks for `raft`; a request to the leader gives up after `deadline`.
-    pub fn start(view: LeaderView, raft: Raft, peers: Peers, deadline: Duration) -> Self {
+    pub fn start(view: LeaderView, raft: Raft, peers: RaftPeers, deadline: Duration) -> Self {
         let (local, local_rx) = mpsc::unbounded_channel();
         let (forward, forward_rx) = mpsc::unbounded_channel();
         let rounds = Arc::new(AtomicU64::new(0));
@@ -147,7 +147,7 @@ async fn local_round(view: &LeaderView, raft: &Raft, rounds: &AtomicU64, deadlin
     }
 }
 
-async fn run_forward(peers: Peers, mut rx: mpsc::UnboundedReceiver<(String, Reply)>, deadline: Duration) {
+async fn run_forward(peers: RaftPeers, mut rx: mpsc::UnboundedReceiver<(String, Reply)>, deadline: Duration) {
     let permits = Arc::new(Semaphore::new(FORWARD_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
         // Waiting for a slot is what lets the next batch fill up.
@@ -176,7 +176,7 @@ async fn run_forward(peers: Peers, mut rx: mpsc::UnboundedReceiver<(String, Repl
     }
 }
 
-async fn ask_leader(peers: &Peers, addr: &str, deadline: Duration) -> Result<u64, ReadIndexError> {
+async fn ask_leader(peers: &RaftPeers, addr: &str, deadline: Duration) -> Result<u64, ReadIndexError> {
     let mut c = peers
         .raft(addr)
         .map_err(|e| ReadIndexError::Unavailable(e.to_string()))?;

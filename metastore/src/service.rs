@@ -422,6 +422,20 @@ impl Metastore for MetastoreService {
             state: format!("{:?}", m.state),
         }))
     }
+
+    async fn quorum(&self, req: Request<pb::QuorumRequest>) -> Result<Response<pb::QuorumResponse>, Status> {
+        let fwd = is_forwarded(&req);
+        // Only the leader knows where each member's log ends.
+        if let Some(addr) = self.core.remote_leader().await {
+            forward!(self, fwd, addr, quorum, pb::QuorumRequest {})
+        }
+        let inputs = crate::quorum::QuorumInputs::of(&self.core.raft, &self.core.acks)
+            .ok_or_else(|| Status::unavailable("no leader elected"))?;
+        Ok(Response::new(pb::QuorumResponse {
+            header: Some(self.core.header()),
+            ..crate::quorum::view(&inputs)
+        }))
+    }
 }
 
 fn deleted_of(r: &CommandResult) -> u64 {

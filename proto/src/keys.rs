@@ -15,9 +15,35 @@ pub const REASSIGN_CANCEL: &str = "/admin/reassign_cancel";
 /// Rewritten by every reassignment submit, so that a write can be guarded against submits made
 /// since it looked (the removal of auto-remove throttles).
 pub const REASSIGN_EPOCH: &str = "/admin/reassign_epoch";
+/// Prefix of the move plans the controller runs (`/admin/plans/<id>`).
+pub const PLANS: &str = "/admin/plans/";
 
 /// Prefix of brokers' dynamic configs.
 pub const BROKER_CONFIGS: &str = "/config/brokers/";
+/// Prefix of client-id quota entities (`/config/clients/<c>`; see `client_quota`).
+pub const CLIENT_QUOTAS: &str = "/config/clients/";
+/// Prefix of user quota entities (`/config/users/<u>`, `/config/users/<u>/clients/<c>`).
+pub const USER_QUOTAS: &str = "/config/users/";
+/// Prefix of users' SCRAM credentials (`/config/scram/<u>`, the name sanitized as quota
+/// entities' are; `ScramUserRecord`).
+pub const SCRAM_USERS: &str = "/config/scram/";
+/// Prefix of every ACL key: literal ones at `/kafka-acl/<type>/<name>`, prefixed ones at
+/// `/kafka-acl-extended/prefixed/<type>/<name>`, ZooKeeper's layout (`acl::zk`).
+pub const ACLS: &str = "/kafka-acl";
+
+/// `/config/scram/<user>`.
+pub fn scram_user(user: &str) -> String {
+    format!("{SCRAM_USERS}{}", sanitize(user))
+}
+
+/// The user a `/config/scram/<u>` key names.
+pub fn parse_scram_user(key: &str) -> Option<String> {
+    desanitize(key.strip_prefix(SCRAM_USERS)?)
+}
+
+/// The cluster-wide default of brokers' dynamic configs (Kafka's entity `<default>`, resource
+/// name ""), beneath each broker's own.
+pub const BROKER_DEFAULT_CONFIG: &str = "/config/brokers/<default>";
 
 /// `/config/brokers/<id>`.
 pub fn broker_config(id: i32) -> String {
@@ -88,6 +114,47 @@ pub fn parse_topic_key(key: &str) -> Option<TopicKey<'_>> {
 /// Parses `/brokers/ids/<id>`.
 pub fn parse_broker_key(key: &str) -> Option<i32> {
     key.strip_prefix(BROKER_IDS)?.parse().ok()
+}
+
+/// `/admin/plans/<id>`, the id zero-padded so that keys sort as the ids do.
+pub fn plan(id: u64) -> String {
+    format!("{PLANS}{id:020}")
+}
+
+/// The id of a plan key.
+pub fn parse_plan_key(key: &str) -> Option<u64> {
+    key.strip_prefix(PLANS)?.parse().ok()
+}
+
+/// Kafka's `Sanitizer.sanitize`: URL encoding of the UTF-8 bytes, with `*` and space encoded too,
+/// so a name never holds `/` or `<` in a key.
+pub fn sanitize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The inverse of [`sanitize`]; `None` for text it cannot have made.
+pub fn desanitize(s: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(s.len());
+    let mut it = s.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex = [it.next()?, it.next()?];
+            bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') {
+            bytes.push(b);
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]

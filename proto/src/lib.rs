@@ -16,9 +16,13 @@ pub mod ferry {
     tonic::include_proto!("ferry.v1");
 }
 
+pub mod acl;
+pub mod broker_config;
+pub mod client_quota;
 pub mod clock;
 pub mod cluster_view;
 pub mod config_ops;
+pub mod cordon;
 pub mod errors;
 pub mod kafka_uuid;
 pub mod keys;

@@ -40,6 +40,8 @@ pub const FILE_DELETE_DELAY_MS: &str = "file.delete.delay.ms";
 pub const MIN_SEGMENT_BYTES: u64 = 14;
 /// Broker: bytes/s of moves between the broker's own log dirs.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
+/// Broker: log dirs that take no new replica, a comma list or `*` (KIP-1066; see `cordon`).
+pub const CORDONED_LOG_DIRS: &str = "cordoned.log.dirs";
 
 /// A config Ferry knows: its name, Kafka's default, and Kafka's type code as DescribeConfigs
 /// gives it (1 boolean, 3 int, 5 long, 7 list).
@@ -72,15 +74,27 @@ pub const BROKER_CONFIGS: &[Known] = &[
     known(LEADER_THROTTLED_RATE, UNLIMITED, 5),
     known(FOLLOWER_THROTTLED_RATE, UNLIMITED, 5),
     known(ALTER_LOG_DIRS_RATE, UNLIMITED, 5),
+    known(CORDONED_LOG_DIRS, "", LIST),
 ];
 
-/// Checks broker dynamic configs: known names, rates that are whole numbers above 0.
+/// Checks broker dynamic configs: names Ferry acts on (Kafka refuses the others with "Cannot
+/// update these configs dynamically"), rates that are whole numbers above 0, and the form of
+/// `cordoned.log.dirs` (its dirs are checked against the brokers' by the controller).
 pub fn validate_broker(config: &HashMap<String, String>) -> Result<(), String> {
-    for (k, v) in config {
-        if !is_known_broker(k) {
-            return Err(format!("unknown broker config {k:?}"));
-        }
-        if v.parse::<u64>().ok().filter(|n| *n > 0).is_none() {
+    let mut names: Vec<&String> = config.keys().collect();
+    names.sort();
+    if let Some(k) = names.iter().find(|k| !is_known_broker(k)) {
+        let known: Vec<&str> = BROKER_CONFIGS.iter().map(|k| k.name).collect();
+        return Err(format!(
+            "Cannot update these configs dynamically: {k} (the broker configs Ferry acts on: {})",
+            known.join(", ")
+        ));
+    }
+    for k in names {
+        let v = &config[k];
+        if k == CORDONED_LOG_DIRS {
+            crate::cordon::check_form(v).map_err(|e| format!("invalid value for broker config {k}: {e}"))?;
+        } else if v.parse::<u64>().ok().filter(|n| *n > 0).is_none() {
             return Err(format!(
                 "invalid value {v:?} for broker config {k}: a rate in bytes/s above 0"
             ));
@@ -138,7 +152,10 @@ pub fn is_known(key: &str) -> bool {
 /// Whether a config holds a comma-separated list, which Kafka's APPEND and SUBTRACT change
 /// element by element.
 pub fn is_list(key: &str) -> bool {
-    TOPIC_CONFIGS.iter().any(|k| k.name == key && k.kafka_type == LIST)
+    TOPIC_CONFIGS
+        .iter()
+        .chain(BROKER_CONFIGS)
+        .any(|k| k.name == key && k.kafka_type == LIST)
 }
 
 /// Whether Ferry knows (and checks) this broker config.
@@ -256,6 +273,14 @@ mod tests {
         assert!(lists_replica("0:1,1:2", 1, 2) && lists_replica("*", 9, 9) && !lists_replica("0:1", 1, 1));
         assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "1000")).is_ok());
         assert!(validate_broker(&cfg(LEADER_THROTTLED_RATE, "0")).is_err());
-        assert!(validate_broker(&cfg("x", "1")).is_err());
+        assert!(validate_broker(&cfg("x", "1"))
+            .unwrap_err()
+            .starts_with("Cannot update these configs dynamically: x"));
+        assert!(validate_broker(&cfg(CORDONED_LOG_DIRS, "*")).is_ok());
+        assert!(validate_broker(&cfg(CORDONED_LOG_DIRS, "/a,d/b")).is_ok());
+        assert!(validate_broker(&cfg(CORDONED_LOG_DIRS, "*,/a"))
+            .unwrap_err()
+            .contains(CORDONED_LOG_DIRS));
+        assert!(is_list(CORDONED_LOG_DIRS) && is_list(CLEANUP_POLICY) && !is_list(LEADER_THROTTLED_RATE));
     }
 }

@@ -136,3 +136,59 @@ pub async fn create_on_1_and_2(
     })
     .await;
 }
+
+/// Sets `user`'s SCRAM-SHA-512 password with `ferry users set-scram`, through quorum node 1 of
+/// a cluster started by [`start`] in `dir` (its cluster credential in `dir/n1`).
+pub fn set_scram(dir: &Path, node: &str, user: &str, password: &str) {
+    let credential = dir.join("n1").join(metastore::credential::CREDENTIAL_FILE);
+    let (code, out, err) = crate::run_ferry(&[
+        "users",
+        "set-scram",
+        user,
+        "--password",
+        password,
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--bootstrap-server",
+        node,
+        "--cluster-credential-file",
+        credential.to_str().expect("a UTF-8 temp path"),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// A Kafka `client.properties` for a SCRAM `mechanism` login over SASL_PLAINTEXT, written in
+/// `dir`; its path.
+pub fn scram_properties(dir: &Path, user: &str, password: &str, mechanism: &str) -> String {
+    let path = dir.join(format!("{user}-{mechanism}.properties"));
+    std::fs::write(
+        &path,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\n\
+             sasl.mechanism={mechanism}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"{user}\" password=\"{password}\";\n"
+        ),
+    )
+    .expect("writing a client config");
+    path.to_string_lossy().into_owned()
+}
+
+/// Starts the four nodes of [`start`] with SASL_PLAINTEXT listeners, the authorizer and the
+/// super user `User:admin` (failed logins answered after 10 ms).
+pub async fn start_with_acls(dir: &Path) -> (Four, Listeners) {
+    start(dir, |_| {
+        [
+            "--kafka-security-protocol",
+            "SASL_PLAINTEXT",
+            "--authorizer",
+            "--super-users",
+            "User:admin",
+            "--connection-failed-authentication-delay-ms",
+            "10",
+        ]
+        .map(String::from)
+        .into()
+    })
+    .await
+}

@@ -1,6 +1,8 @@
 //! Test harness: real clusters on loopback, in this process or as `ferry node` processes.
 
+pub mod browser;
 pub mod data;
+pub mod dev;
 pub mod fault_client;
 pub mod history;
 pub mod kafka;
@@ -8,6 +10,7 @@ pub mod kafka_zk;
 pub mod linearizable;
 pub mod metrics;
 pub mod netns;
+pub mod plans;
 pub mod reassign;
 pub mod zk;
 
@@ -28,21 +31,71 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, for a node a test starts.
+///
+/// The port is released before the node binds it. An ephemeral port (the kernel's range, 32768
+/// and up on Linux) may meanwhile become the local end of some outgoing connection, or be handed
+/// to another test process, and the node then cannot listen. So ports come from below that
+/// range, where the kernel hands out none, and each is reserved across the test processes of a
+/// run by a file (`<temp>/ferry-test-ports/<port>`, taken over after [`PORT_RESERVED_FOR`]).
 pub fn free_port() -> u16 {
-    // The port is released before use, so the kernel may hand it out again: never give one
-    // port twice in a test (two nodes of one cluster on one port fail in confusing ways).
+    // Never give one port twice in a process (two nodes of one cluster on one port fail in
+    // confusing ways).
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    let dir = std::env::temp_dir().join("ferry-test-ports");
+    let _ = std::fs::create_dir_all(&dir);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let seed = std::process::id().wrapping_mul(2_654_435_761) ^ nanos;
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for i in 0..SPAN {
+        // In range: FIRST + SPAN stays below 32768.
+        let port = (FIRST + seed.wrapping_add(i) % SPAN) as u16;
+        if given.contains(&port) || !reserve_port(&dir, port) {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
+            return port;
+        }
+    }
+    // Every port of the span is reserved: an ephemeral one, as before.
     loop {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("binding an ephemeral loopback port");
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
         if !given.contains(&port) {
             given.push(port);
             return port;
         }
+    }
+}
+
+/// How long a port stays reserved for the test process that took it.
+pub const PORT_RESERVED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Reserves `port` for this test process, unless another holds it (a reservation older than
+/// [`PORT_RESERVED_FOR`] is taken over). A dir that cannot be written reserves nothing and
+/// refuses nothing.
+fn reserve_port(dir: &Path, port: u16) -> bool {
+    let path = dir.join(port.to_string());
+    let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
+    match create() {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stale = std::fs::metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > PORT_RESERVED_FOR);
+            // Of two processes taking over one stale reservation, one creates the file anew.
+            stale && std::fs::remove_file(&path).is_ok() && create().is_ok()
+        }
+        Err(_) => true,
     }
 }
 

@@ -293,7 +293,18 @@ async fn kafka_python_group_members_share_partitions_and_take_over_a_leaver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn librdkafka_balanced_consumers_and_the_group_tool() {
     let dir = tempfile::tempdir().unwrap();
-    let (_four, k) = tests::kafka::start(dir.path(), |_| Vec::new()).await;
+    // The offsets topic's size is the brokers' setting, as Kafka's offsets.topic.* are.
+    let offsets_args = |_| {
+        [
+            "--offsets-topic-num-partitions",
+            "7",
+            "--offsets-topic-replication-factor",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let (four, k) = tests::kafka::start(dir.path(), offsets_args).await;
     let b = k.bootstrap();
     create(&b, "kc", 4);
     produce(&b, "kc", 0, 2000);
@@ -329,6 +340,11 @@ async fn librdkafka_balanced_consumers_and_the_group_tool() {
     // librdkafka's -e exits at each partition's end, so a late joiner can find little left:
     // what matters is that together they read each record once.
     assert_exactly_once(&tally(&outputs), 2000);
+    let offsets = tests::data::partition_states(&four.client, "__consumer_offsets")
+        .await
+        .expect("the first group created __consumer_offsets");
+    let shape: Vec<(u32, usize)> = offsets.iter().map(|(p, s)| (*p, s.replicas.len())).collect();
+    assert_eq!(shape, (0..7).map(|p| (p, 2)).collect::<Vec<_>>());
     group_tool(&k, "kgroup", "kc").await;
 }
 
@@ -446,19 +462,26 @@ async fn a_killed_coordinator_moves_the_group_and_loses_no_commit() {
     let b = k.bootstrap();
     create(&b, "ft", 4);
     produce(&b, "ft", 0, 1000);
+    let stderr_path = dir.path().join("consumer.stderr");
     let mut child = Command::new("timeout")
         .args(["200", "python3", "-c", PYTHON_FAILOVER, &b, "ft", "2000"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
+    let stderr = move || std::fs::read_to_string(&stderr_path).unwrap_or_default();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let half = tokio::task::spawn_blocking(move || {
         let first = lines.next();
         (first.and_then(|l| l.ok()), lines)
     });
     let (first, lines) = half.await.unwrap();
-    assert_eq!(first.as_deref(), Some("half"), "the consumer read the first half");
+    assert_eq!(
+        first.as_deref(),
+        Some("half"),
+        "the consumer read the first half: {}",
+        stderr()
+    );
     // The coordinator: the leader of the group's partition of __consumer_offsets.
     let p = broker::coordinator::hash::partition_for("fg", 50);
     let state = tests::data::partition_state(&four.client, "__consumer_offsets", p)
@@ -482,8 +505,12 @@ async fn a_killed_coordinator_moves_the_group_and_loses_no_commit() {
     let rest = tokio::task::spawn_blocking(move || lines.map_while(Result::ok).collect::<Vec<_>>());
     let rest = rest.await.unwrap();
     let status = child.wait().unwrap();
-    assert!(status.success(), "{rest:?}");
-    assert!(rest.iter().any(|l| l == "done 2000"), "every record was read: {rest:?}");
+    assert!(status.success(), "{rest:?} {}", stderr());
+    assert!(
+        rest.iter().any(|l| l == "done 2000"),
+        "every record was read: {rest:?} {}",
+        stderr()
+    );
     // Every commit was kept: the group's offsets cover all 2000 records.
     let (ok, out) = tool(
         "kafka-consumer-groups",

@@ -1,61 +1,16 @@
 //! `ferry dev --nodes N --brokers M`: the cluster it starts, what it prints, and its limits.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use proto::ferry::DescribeClusterRequest;
 use tests::wait_until;
 
-/// Kills the child when dropped, so a failed assertion leaves no cluster running.
-struct Dev(std::process::Child);
+use tests::dev::{start_dev_until, Dev};
 
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `ferry dev ARGS` on free ports in `dir`; returns it with the lines it printed up to and
-/// including the bootstrap line.
+/// Starts `ferry dev ARGS` on free ports in `dir`, up to its bootstrap line.
 fn start_dev(dir: &std::path::Path, args: &[&str]) -> (Dev, Vec<String>) {
-    let mut child = Command::new(tests::ferry_bin())
-        .current_dir(dir)
-        .args(["dev", "--base-port", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting ferry dev");
-    let stdout = child.stdout.take().unwrap();
-    // Read on its own thread, so that a full pipe never blocks the cluster; shown if it fails.
-    let mut stderr = child.stderr.take().unwrap();
-    let errors = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    let mut dev = Dev(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut printed = Vec::new();
-    loop {
-        let Some(line) = lines.next() else {
-            let _ = dev.0.wait();
-            panic!(
-                "ferry dev stopped before its bootstrap line; it printed {printed:?} and on stderr: {}",
-                errors.join().unwrap_or_default()
-            );
-        };
-        let line = line.unwrap();
-        let done = line.starts_with("bootstrap: ");
-        printed.push(line);
-        if done {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    (dev, printed)
+    start_dev_until(dir, args, "bootstrap: ")
 }
 
 fn sigterm_and_wait(dev: &mut Dev) -> i32 {
@@ -105,6 +60,12 @@ async fn dev_with_an_extra_broker_registers_four_brokers() {
         .filter_map(|l| l.strip_prefix("    metrics: http://")?.strip_suffix("/metrics"))
         .collect();
     assert_eq!(metrics.len(), 4, "{printed:?}");
+    // The web console is served beside the metrics, and said on the next line.
+    let consoles: Vec<&str> = printed
+        .iter()
+        .filter_map(|l| l.strip_prefix("    console: http://")?.strip_suffix('/'))
+        .collect();
+    assert_eq!(consoles, metrics, "{printed:?}");
     for (i, addr) in metrics.iter().enumerate() {
         let e = tokio::task::block_in_place(|| tests::metrics::scrape_parsed(addr)).unwrap();
         assert!(e.has("ferry_reassigning_partitions", "gauge"), "{addr}");
@@ -129,7 +90,7 @@ async fn dev_with_an_extra_broker_registers_four_brokers() {
     let nodes_only = |lines: &[String]| -> Vec<String> {
         lines
             .iter()
-            .filter(|l| !l.starts_with("    metrics: "))
+            .filter(|l| !l.starts_with("    metrics: ") && !l.starts_with("    console: "))
             .cloned()
             .collect()
     };

@@ -22,6 +22,15 @@
 #   KAFKA_EXTRA_CONFIG     lines appended to every server.properties (they override the defaults)
 #   KAFKA_START_TIMEOUT    seconds start waits for the cluster (default 120)
 #   KAFKA_STOP_TIMEOUT     seconds stop waits after SIGTERM before SIGKILL (default 30)
+#   SECURE=1               the client listener (KAFKA_BASE_PORT+i-1) is SASL_SSL with SCRAM-SHA-512
+#       only; the brokers talk to each other on a PLAINTEXT listener REPLICATION at
+#       KAFKA_REPLICATION_PORT+i-1 (default KAFKA_BASE_PORT+200), or, with SECURE_INTER_BROKER=1,
+#       over SASL_SSL too (SCRAM-SHA-512 as SECURE_USER, trusting SECURE_TRUSTSTORE). Needs
+#       SECURE_KEYSTORE (PEM: the certificate chain and the unencrypted private key, as `ferry
+#       certs` writes server.pem), SECURE_TRUSTSTORE (PEM CA of that certificate, for the clients)
+#       and SECURE_PASSWORD; SECURE_USER (default admin) gets a SCRAM-SHA-512 credential when DIR
+#       is formatted (`kafka-storage format --add-scram`: on the first start only). Writes
+#       DIR/client.properties, a Kafka client config for that user, which the commands here use.
 set -euo pipefail
 tools="$(cd "$(dirname "$0")/.." && pwd)"
 usage() { echo "usage: $0 start|stop|pids|active-controller DIR [ID...]" >&2; exit 2; }
@@ -98,9 +107,79 @@ new_uuid() { # a cluster id as `kafka-storage random-uuid` makes it, without sta
 
 port_used() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The listener lines of node I's server.properties.
+listener_config() { # I base ctl repl
+  local port=$(($2 + $1 - 1)) ctl=$(($3 + $1 - 1)) repl=$(($4 + $1 - 1))
+  if [ -z "${SECURE:-}" ]; then
+    cat <<EOF
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$ctl
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+EOF
+    return
+  fi
+  local jaas="org.apache.kafka.common.security.scram.ScramLoginModule required"
+  if [ -n "${SECURE_INTER_BROKER:-}" ]; then
+    cat <<EOF
+listeners=SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$ctl
+advertised.listeners=SASL_SSL://127.0.0.1:$port
+listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=SASL_SSL
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas username="${SECURE_USER:-admin}" password="$SECURE_PASSWORD";
+ssl.truststore.type=PEM
+ssl.truststore.location=$SECURE_TRUSTSTORE
+EOF
+  else
+    # The broker's SCRAM login module needs a JAAS entry even when it never logs in itself.
+    cat <<EOF
+listeners=SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$ctl,REPLICATION://127.0.0.1:$repl
+advertised.listeners=SASL_SSL://127.0.0.1:$port,REPLICATION://127.0.0.1:$repl
+listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT,REPLICATION:PLAINTEXT
+inter.broker.listener.name=REPLICATION
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas;
+EOF
+  fi
+  cat <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512
+ssl.keystore.type=PEM
+ssl.keystore.location=$SECURE_KEYSTORE
+EOF
+}
+
+write_client_config() { # DIR/client.properties when SECURE=1; removed otherwise
+  if [ -z "${SECURE:-}" ]; then
+    rm -f "$dir/client.properties"
+    return
+  fi
+  cat >"$dir/client.properties" <<EOF
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="${SECURE_USER:-admin}" password="$SECURE_PASSWORD";
+ssl.truststore.type=PEM
+ssl.truststore.location=$SECURE_TRUSTSTORE
+EOF
+}
+
+# The tools' --command-config when DIR's cluster asks for a login (none otherwise).
+command_config() { [ ! -f "$dir/client.properties" ] || echo "--command-config $dir/client.properties"; }
+
 start() {
-  local base=${KAFKA_BASE_PORT:-19092} i n p
+  local base=${KAFKA_BASE_PORT:-19092} i n p v
   local ctl=${KAFKA_CONTROLLER_PORT:-$((base + 100))}
+  local repl=${KAFKA_REPLICATION_PORT:-$((base + 200))}
+  local ports=("$base" "$ctl") scram=()
+  if [ -n "${SECURE:-}" ]; then
+    for v in SECURE_KEYSTORE SECURE_TRUSTSTORE SECURE_PASSWORD; do
+      [ -n "${!v:-}" ] || { echo "kafka-cluster: SECURE=1 needs $v" >&2; exit 1; }
+    done
+    for v in "$SECURE_KEYSTORE" "$SECURE_TRUSTSTORE"; do
+      [ -f "$v" ] || { echo "kafka-cluster: no file $v" >&2; exit 1; }
+    done
+    [ -n "${SECURE_INTER_BROKER:-}" ] || ports+=("$repl")
+    scram=(--add-scram "SCRAM-SHA-512=[name=${SECURE_USER:-admin},password=$SECURE_PASSWORD]")
+  fi
   local voters="1@127.0.0.1:$ctl,2@127.0.0.1:$((ctl + 1)),3@127.0.0.1:$((ctl + 2))"
   local bootstrap="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
   jars="$("$tools/kafka-jars.sh" | tail -n 1)"
@@ -109,9 +188,10 @@ start() {
   for i in 1 2 3; do pid_of "$i" >/dev/null || todo+=("$i"); done
   # Checked before any node starts: a port held by something else would fake readiness.
   for i in "${todo[@]+"${todo[@]}"}"; do
-    for p in $((base + i - 1)) $((ctl + i - 1)); do
+    for p in "${ports[@]}"; do
+      p=$((p + i - 1))
       port_used "$p" || continue
-      echo "kafka-cluster: 127.0.0.1:$p is in use (see KAFKA_BASE_PORT, KAFKA_CONTROLLER_PORT)" >&2
+      echo "kafka-cluster: 127.0.0.1:$p is in use (see KAFKA_BASE_PORT, KAFKA_CONTROLLER_PORT, KAFKA_REPLICATION_PORT)" >&2
       exit 1
     done
   done
@@ -123,11 +203,8 @@ start() {
 process.roles=broker,controller
 node.id=$i
 controller.quorum.voters=$voters
-listeners=PLAINTEXT://127.0.0.1:$((base + i - 1)),CONTROLLER://127.0.0.1:$((ctl + i - 1))
-advertised.listeners=PLAINTEXT://127.0.0.1:$((base + i - 1))
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+$(listener_config "$i" "$base" "$ctl" "$repl")
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
 log.dirs=$n/d0,$n/d1
 metadata.log.dir=$n/meta
 num.partitions=1
@@ -140,7 +217,8 @@ ${KAFKA_EXTRA_CONFIG:-}
 EOF
     if [ ! -f "$n/meta/meta.properties" ]; then
       tool kafka.tools.StorageTool format --config "$n/server.properties" \
-        --cluster-id "$(cat "$dir/cluster-id")" --ignore-formatted >>"$n/server.log" 2>&1 ||
+        --cluster-id "$(cat "$dir/cluster-id")" --ignore-formatted "${scram[@]+"${scram[@]}"}" \
+        >>"$n/server.log" 2>&1 ||
         fail_start "formatting node $i failed"
     fi
     # shellcheck disable=SC2086 # the *_OPTS hold several flags
@@ -152,12 +230,14 @@ EOF
     echo $! >"$n/pid"
   done
   echo "$bootstrap" >"$dir/bootstrap"
+  write_client_config
   # Ready: the metadata every broker serves lists all 3 brokers (registered and unfenced).
   local deadline=$((SECONDS + ${KAFKA_START_TIMEOUT:-120})) out
   while :; do
     for i in 1 2 3; do pid_of "$i" >/dev/null || fail_start "node $i exited"; done
+    # shellcheck disable=SC2046 # the flag and its file, or nothing
     out="$(tool org.apache.kafka.tools.BrokerApiVersionsCommand \
-      --bootstrap-server "$bootstrap" 2>&1)" || true
+      --bootstrap-server "$bootstrap" $(command_config) 2>&1)" || true
     [ "$(grep -oE '\(id: [0-9]+' <<<"$out" | sort -u | wc -l)" -lt 3 ] || break
     [ $SECONDS -lt $deadline ] || fail_start "not ready after ${KAFKA_START_TIMEOUT:-120} s"
     sleep 1
@@ -175,8 +255,9 @@ case "$cmd" in
   pids) for i in 1 2 3; do pid="$(pid_of "$i")" && echo "$i $pid"; done; true ;;
   active-controller)
     [ -f "$dir/bootstrap" ] || { echo "kafka-cluster: $dir was never started" >&2; exit 1; }
+    # shellcheck disable=SC2046 # the flag and its file, or nothing
     out="$(tool org.apache.kafka.tools.MetadataQuorumCommand \
-      --bootstrap-server "$(cat "$dir/bootstrap")" describe --status)"
+      --bootstrap-server "$(cat "$dir/bootstrap")" $(command_config) describe --status)"
     sed -n 's/^LeaderId:[[:space:]]*\([0-9]*\).*/\1/p' <<<"$out" | grep . ;;
   *) usage ;;
 esac

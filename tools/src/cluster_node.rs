@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::metrics_http::MetricsServer;
+use crate::console::HttpServer;
 
 /// Which roles a node takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,11 +76,14 @@ pub struct NodeOptions {
     pub controller: ControllerConfig,
     /// Limits on the work of one admin request, and on the size of admin and broker requests.
     pub limits: RequestLimits,
-    /// Serve Prometheus metrics at `http://<this>/metrics`; none serves none.
-    pub metrics_listen: Option<SocketAddr>,
+    /// Serve Prometheus metrics at `http://<this>/metrics` and the web console at
+    /// `http://<this>/`; none serves neither.
+    pub http_listen: Option<SocketAddr>,
     /// The broker's Kafka listener, if any: where it listens and the address it advertises
     /// (the listen address when none is given).
     pub kafka_listen: Option<(SocketAddr, Option<String>)>,
+    /// The Kafka listener's security.
+    pub kafka_security: broker::auth::ListenerSecurity,
     /// Where a broker-only node reads the cluster credential (waited for until it exists); a
     /// quorum node learns it from its own store.
     pub credential_file: Option<PathBuf>,
@@ -90,7 +93,7 @@ pub struct NodeOptions {
 pub struct RunningNode {
     /// The address it serves on.
     pub addr: SocketAddr,
-    metrics: Option<MetricsServer>,
+    http: Option<HttpServer>,
     kafka: Option<String>,
     metastore: Option<NodeHandle>,
     broker: Option<BrokerHandle>,
@@ -104,14 +107,14 @@ impl RunningNode {
         self.kafka.as_deref()
     }
 
-    /// The address its `/metrics` endpoint serves on, if it serves one.
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics.as_ref().map(|m| m.addr)
+    /// The address its HTTP server (`/metrics` and the console) serves on, if it serves one.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|m| m.addr)
     }
 
     /// Stops the roles: the broker first (it deregisters, so leadership moves), then the quorum.
     pub async fn shutdown(self) {
-        drop(self.metrics);
+        drop(self.http);
         if let Some(b) = self.broker {
             b.shutdown().await;
         }
@@ -158,7 +161,10 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             let bound = listener.local_addr().context("--kafka-listen")?;
             let advertised = advertised.clone().unwrap_or_else(|| bound.to_string());
             kafka = Some(advertised.clone());
-            Some(b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes))
+            Some(
+                b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes)
+                    .with_kafka_security(o.kafka_security.clone()),
+            )
         }
         (b, _) => b,
     };
@@ -170,14 +176,14 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
 
     // Bound first, so that a port in use stops the node before any role starts; served once
     // every role has registered its metrics.
-    let metrics_listener = match o.metrics_listen {
-        Some(listen) => Some(crate::metrics_http::bind(listen).await?),
+    let http_listener = match o.http_listen {
+        Some(listen) => Some(crate::console::bind(listen).await?),
         None => None,
     };
 
     let mut running = RunningNode {
         addr: o.listen,
-        metrics: None,
+        http: None,
         kafka,
         metastore: None,
         broker: None,
@@ -195,8 +201,15 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         }
         running.broker = Some(b.start(running.addr.to_string(), broker_client)?);
     }
-    if let Some(listener) = metrics_listener {
-        running.metrics = Some(crate::metrics_http::serve(listener, registry)?);
+    if let Some(listener) = http_listener {
+        // The console asks this node's own admin service first, when it has one.
+        let mut admin = quorum.clone();
+        if o.roles.quorum {
+            let own = running.addr.to_string();
+            admin.retain(|a| *a != own);
+            admin.insert(0, own);
+        }
+        running.http = Some(crate::console::serve(listener, registry, &admin)?);
     }
     Ok(running)
 }
@@ -295,6 +308,11 @@ async fn start_quorum(
         .max_encoding_message_size(1 << 30);
     let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
     let mut routes = tonic::service::Routes::new(admin);
+    let security = controller::security_service::SecurityService::new(client.clone(), o.limits);
+    routes = routes.add_service(
+        proto::ferry::security_server::SecurityServer::new(security)
+            .max_decoding_message_size(o.limits.max_request_bytes),
+    );
     if let Some(b) = broker {
         routes = routes.add_service(b.service().max_decoding_message_size(o.limits.max_request_bytes));
     }
@@ -317,6 +335,10 @@ async fn start_quorum(
         }
     });
     running.addr = node.addr;
+    o.controller
+        .plan_metrics
+        .register(registry)
+        .context("registering the plan metrics")?;
     running.controller = Some(controller::active::spawn(
         o.id,
         node.raft.clone(),

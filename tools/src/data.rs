@@ -38,9 +38,14 @@ pub struct ConsumeArgs {
     #[arg(long)]
     topic: String,
     /// Only this partition.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     partition: Option<u32>,
-    /// Start at the oldest record instead of the end.
+    /// Join this consumer group (KIP-848): read the partitions its coordinator assigns, from
+    /// the group's committed offsets, and commit what was printed.
+    #[arg(long)]
+    group: Option<String>,
+    /// Start at the oldest record instead of the end (with --group: where the group has no
+    /// committed offset).
     #[arg(long)]
     from_beginning: bool,
     /// Stop after this many records.
@@ -127,6 +132,16 @@ pub async fn produce(a: ProduceArgs) -> anyhow::Result<()> {
 /// Prints records as lines.
 pub async fn consume(a: ConsumeArgs) -> anyhow::Result<()> {
     let cluster = a.bootstrap.cluster()?;
+    if let Some(group) = a.group {
+        let args = crate::group_consume::GroupArgs {
+            group,
+            topic: a.topic,
+            from_beginning: a.from_beginning,
+            max_records: a.max_records,
+            timeout_ms: a.timeout_ms,
+        };
+        return crate::group_consume::run(cluster, args).await;
+    }
     let t = cluster.refresh(&a.topic).await?;
     let parts: Vec<u32> = match a.partition {
         Some(p) => vec![p],

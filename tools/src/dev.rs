@@ -30,10 +30,14 @@ pub struct DevArgs {
     /// data dir was made with].
     #[arg(long, value_parser = clap::value_parser!(u64).range(0..=MAX_BROKERS))]
     brokers: Option<u64>,
-    /// First port of the nodes' Prometheus `/metrics` endpoints, one a node on consecutive
-    /// ports (0 = any free ports) [default: 9101, or 0 with --base-port 0].
-    #[arg(long)]
+    /// First port of the nodes' HTTP servers (`/metrics` and the web console), one a node on
+    /// consecutive ports (0 = any free ports) [default: 9101, or 0 with --base-port 0].
+    #[arg(long, alias = "http-base-port")]
     metrics_base_port: Option<u16>,
+    /// Security on: TLS with a throwaway CA, SASL_SSL with SCRAM-SHA-512, the authorizer and a
+    /// super user `admin`; prints the Kafka client config for it.
+    #[arg(long)]
+    secure: bool,
 }
 
 /// The first metrics port when `--metrics-base-port` is not given.
@@ -143,10 +147,24 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
         .data_dir
         .join(format!("node-{first_quorum}"))
         .join(metastore::credential::CREDENTIAL_FILE);
-    let mut nodes = start_nodes(&a, &layout, &credential_file).await?;
+    let secure = a.secure.then(|| crate::dev_secure::prepare(&a.data_dir)).transpose()?;
+    let mut nodes = start_nodes(&a, &layout, &credential_file, secure.as_ref()).await?;
     let stop = crate::shutdown_signal();
     wait_registered(&layout).await;
+    if let Some(s) = &secure {
+        let first = layout.nodes.values().next().cloned().unwrap_or_default();
+        s.create_admin(&first, &credential_file)
+            .await
+            .context("creating the admin user")?;
+    }
     print_banner(&a, &layout, &nodes, &credential_file);
+    if let Some(s) = &secure {
+        println!("client config: {}", s.client_config.display());
+        println!(
+            "  (Kafka's tools: --bootstrap-server <kafka bootstrap> --command-config {})",
+            s.client_config.display()
+        );
+    }
     stop.await;
     println!("stopping...");
     // Broker-only nodes first: they deregister through the quorum.
@@ -176,7 +194,12 @@ async fn wait_registered(layout: &DevLayout) {
 }
 
 /// Starts the quorum-and-broker nodes, then the broker-only ones, in id order.
-async fn start_nodes(a: &DevArgs, layout: &DevLayout, credential_file: &Path) -> anyhow::Result<Vec<RunningNode>> {
+async fn start_nodes(
+    a: &DevArgs,
+    layout: &DevLayout,
+    credential_file: &Path,
+    secure: Option<&crate::dev_secure::Secure>,
+) -> anyhow::Result<Vec<RunningNode>> {
     let quorum: Vec<String> = layout.nodes.values().cloned().collect();
     let metrics_base = a
         .metrics_base_port
@@ -216,9 +239,10 @@ async fn start_nodes(a: &DevArgs, layout: &DevLayout, credential_file: &Path) ->
             data: broker::DataConfig::default(),
             controller: Default::default(),
             limits: Default::default(),
-            metrics_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
+            http_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
             credential_file: broker_only.then(|| credential_file.to_path_buf()),
             kafka_listen: Some((SocketAddr::new(listen.ip(), kafka_port), None)),
+            kafka_security: secure.map(|s| s.listener()).unwrap_or_default(),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;
@@ -243,8 +267,9 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
         );
     }
     let metrics_line = |i: usize| {
-        if let Some(m) = nodes.get(i).and_then(|n| n.metrics_addr()) {
+        if let Some(m) = nodes.get(i).and_then(|n| n.http_addr()) {
             println!("    metrics: http://{m}/metrics");
+            println!("    console: http://{m}/");
         }
     };
     for (i, (id, addr)) in layout.nodes.iter().enumerate() {
@@ -264,7 +289,7 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
         );
     }
     println!(
-        "cluster credential: {} (ferry kv writes under /brokers, /admin, /config, /controller, /cluster need --cluster-credential-file)",
+        "cluster credential: {} (ferry kv writes under /brokers, /admin, /config, /controller, /cluster, /kafka-acl need --cluster-credential-file)",
         credential_file.display()
     );
     println!();

@@ -1,20 +1,33 @@
 //! `ferry`: runs nodes and a local dev cluster, and talks to the metastore.
 
+mod certs;
 mod cluster_node;
 mod config_file;
+mod console;
+mod coordinators;
 mod data;
 mod dev;
+mod dev_secure;
+mod group_consume;
+mod group_plan;
+mod kafka_client;
 mod kv;
 mod log_dirs;
 mod members;
 mod metrics_http;
 mod migrate_zk;
+mod node_args;
 mod node_cmd;
+mod plan_cmd;
+mod plan_text;
+mod plan_watch;
 mod reassign;
 mod reassign_file;
 mod reassign_progress;
+mod security_args;
 mod throttles;
 mod topics;
+mod users_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -56,6 +69,12 @@ enum Command {
     LogDirs(log_dirs::LogDirsArgs),
     /// Set or remove replication throttles by hand, kept or removed after the moves they cover.
     Throttles(throttles::ThrottlesArgs),
+    /// Plans the controller writes and runs: drain, balance, balance-dirs, undrain, show, pause, resume, cancel.
+    Plan(plan_cmd::PlanArgs),
+    /// Users' SCRAM credentials, for Kafka clients' SASL logins.
+    Users(users_cmd::UsersArgs),
+    /// Write a throwaway CA and certificates for a local TLS listener (not for production).
+    Certs(certs::CertsArgs),
 }
 
 fn init_tracing(default: &str) {
@@ -180,6 +199,15 @@ async fn run(cli: Cli) {
             init_tracing("warn");
             throttles::run(a).await
         }
+        Command::Plan(a) => {
+            init_tracing("warn");
+            plan_cmd::run(a).await
+        }
+        Command::Users(a) => {
+            init_tracing("warn");
+            users_cmd::run(a).await
+        }
+        Command::Certs(a) => certs::run(a),
     };
     if let Err(e) = result {
         match e.downcast_ref::<ExitCode>() {
@@ -248,7 +276,7 @@ pub struct Bootstrap {
 }
 
 impl Bootstrap {
-    fn endpoints(&self) -> Vec<String> {
+    pub fn endpoints(&self) -> Vec<String> {
         self.servers
             .split(',')
             .map(str::trim)

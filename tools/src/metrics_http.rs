@@ -1,32 +1,11 @@
-//! A node's `/metrics` endpoint: Prometheus text from the node's own registry over plain HTTP/1.1.
+//! A node's `/metrics` answer: Prometheus text from the node's own registry. The node's HTTP
+//! server (`console`) routes `/metrics` here.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-
-use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::CONTENT_TYPE;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::{Method, Response, StatusCode};
 use prometheus::{Encoder, Registry, TextEncoder};
-use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
-
-/// A running metrics endpoint; it stops when dropped.
-pub struct MetricsServer {
-    /// The address it serves on.
-    pub addr: SocketAddr,
-    task: JoinHandle<()>,
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 /// The answer to one request: the registry's metrics for `GET /metrics`, 404 or 405 otherwise.
 pub fn respond(registry: &Registry, method: &Method, path: &str) -> Response<Full<Bytes>> {
@@ -51,41 +30,6 @@ pub fn respond(registry: &Registry, method: &Method, path: &str) -> Response<Ful
         r.headers_mut().insert(CONTENT_TYPE, v);
     }
     r
-}
-
-/// Binds the metrics address, so that a port in use is an error before anything starts.
-pub async fn bind(listen: SocketAddr) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("--metrics-listen: cannot listen on {listen}"))
-}
-
-/// Serves `registry` at `http://<listener>/metrics` until the returned server is dropped.
-pub fn serve(listener: TcpListener, registry: Registry) -> anyhow::Result<MetricsServer> {
-    let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let registry = registry.clone();
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let resp = respond(&registry, req.method(), req.uri().path());
-                    async move { Ok::<_, Infallible>(resp) }
-                });
-                if let Err(e) = http1::Builder::new().serve_connection(TokioIo::new(stream), svc).await {
-                    tracing::debug!(error = %e, "metrics connection ended");
-                }
-            });
-        }
-    });
-    Ok(MetricsServer { addr, task })
 }
 
 #[cfg(test)]

@@ -2,291 +2,14 @@
 
 use broker::coordinator::group::GroupConfig;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use clap::parser::ValueSource;
-use clap::{ArgMatches, Args};
 use controller::limits::RequestLimits;
 use metastore::RaftTuning;
 
-use crate::cluster_node::{self, NodeOptions, Roles};
+use crate::cluster_node::{self, NodeOptions};
 
-/// Flags of `ferry node`. Each may also come from a `FERRY_<NAME>` environment variable (the
-/// long name in upper case with `_` for `-`) or from the `--config` file (the long name with `_`
-/// for `-`); a flag beats the variable, which beats the file, which beats the default.
-#[derive(Args)]
-pub struct NodeArgs {
-    /// A TOML file with any of these flags as keys: `session_timeout_ms = 2000`,
-    /// `log_dirs = ["/a", "/b"]`. Flags and FERRY_* variables override it.
-    #[arg(long, env = "FERRY_CONFIG")]
-    config: Option<PathBuf>,
-    /// This node's id (> 0). Required.
-    #[arg(long, env = "FERRY_ID")]
-    id: Option<u64>,
-    /// Where the node keeps its log, vote and snapshots. Required.
-    #[arg(long, env = "FERRY_DATA_DIR")]
-    data_dir: Option<PathBuf>,
-    /// Address to serve gRPC on, HOST:PORT. Required.
-    #[arg(long, env = "FERRY_LISTEN")]
-    listen: Option<SocketAddr>,
-    /// The founding voters: 1=HOST:PORT,2=HOST:PORT,...
-    #[arg(long, default_value = "", env = "FERRY_PEERS")]
-    peers: String,
-    /// Join an existing cluster (added with `ferry metastore members add-learner`) instead of forming one.
-    #[arg(long, env = "FERRY_JOIN")]
-    join: bool,
-    /// Worker threads of the node's async runtime (0 = one per core).
-    #[arg(long, default_value_t = 1, env = "FERRY_THREADS")]
-    pub threads: usize,
-    /// Raft heartbeat interval in ms.
-    #[arg(long, default_value_t = RaftTuning::default().heartbeat_ms, env = "FERRY_HEARTBEAT_MS")]
-    heartbeat_ms: u64,
-    /// Minimum election timeout in ms.
-    #[arg(long, default_value_t = RaftTuning::default().election_min_ms, env = "FERRY_ELECTION_MIN_MS")]
-    election_min_ms: u64,
-    /// Maximum election timeout in ms.
-    #[arg(long, default_value_t = RaftTuning::default().election_max_ms, env = "FERRY_ELECTION_MAX_MS")]
-    election_max_ms: u64,
-    /// Build a snapshot every this many log entries.
-    #[arg(long, default_value_t = RaftTuning::default().snapshot_every, env = "FERRY_SNAPSHOT_EVERY")]
-    snapshot_every: u64,
-    /// Log entries kept behind a snapshot, for followers a little behind (beyond them, a
-    /// lagging or new node gets the snapshot).
-    #[arg(long, default_value_t = RaftTuning::default().keep_behind_snapshot, env = "FERRY_KEEP_BEHIND_SNAPSHOT")]
-    keep_behind_snapshot: u64,
-    /// Roles of this node: quorum, broker, or quorum,broker.
-    #[arg(long, default_value = "quorum,broker", env = "FERRY_ROLES")]
-    roles: Roles,
-    /// The quorum's addresses, for a broker-only node: HOST:PORT,...
-    #[arg(long, default_value = "", env = "FERRY_QUORUM")]
-    quorum: String,
-    /// Broker log dirs, comma-separated (default: <data dir>/logs).
-    #[arg(long, value_delimiter = ',', env = "FERRY_LOG_DIRS")]
-    log_dirs: Vec<PathBuf>,
-    /// Broker rack.
-    #[arg(long, env = "FERRY_RACK")]
-    rack: Option<String>,
-    /// A broker silent this long loses its registration and its leaderships.
-    #[arg(long, default_value_t = 6000, env = "FERRY_SESSION_TIMEOUT_MS")]
-    session_timeout_ms: u64,
-    /// `replica.lag.time.max.ms`: an in-sync follower not caught up for this long leaves the ISR.
-    #[arg(long, default_value_t = broker::DataConfig::default().replica_lag_max_ms, env = "FERRY_REPLICA_LAG_TIME_MAX_MS")]
-    replica_lag_time_max_ms: u64,
-    /// Segment size of partition logs in bytes.
-    #[arg(long, default_value_t = 64 << 20, env = "FERRY_SEGMENT_BYTES")]
-    segment_bytes: u64,
-    /// Move leadership back to preferred replicas (auto.leader.rebalance.enable).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "FERRY_AUTO_LEADER_REBALANCE")]
-    auto_leader_rebalance: bool,
-    /// How often preferred leaders are checked, in ms.
-    #[arg(long, default_value_t = 5000, env = "FERRY_LEADER_IMBALANCE_CHECK_INTERVAL_MS")]
-    leader_imbalance_check_interval_ms: u64,
-    /// How often each log dir is probed with a small synced write, in ms; a dir that fails goes
-    /// offline.
-    #[arg(long, default_value_t = broker::DataConfig::default().dir_probe_interval_ms, env = "FERRY_LOG_DIR_PROBE_INTERVAL_MS")]
-    log_dir_probe_interval_ms: u64,
-    /// How often each replica's log is checked for segments to delete by retention, in ms
-    /// (log.retention.check.interval.ms).
-    #[arg(long, default_value_t = broker::retention::RetentionConfig::default().check_interval_ms, env = "FERRY_LOG_RETENTION_CHECK_INTERVAL_MS")]
-    log_retention_check_interval_ms: u64,
-    /// How long a new group waits for more members before its first rebalance, in ms
-    /// (group.initial.rebalance.delay.ms).
-    #[arg(long, default_value_t = GroupConfig::default().initial_rebalance_delay_ms, env = "FERRY_GROUP_INITIAL_REBALANCE_DELAY_MS")]
-    group_initial_rebalance_delay_ms: i64,
-    /// The shortest session a group member may ask for, in ms (group.min.session.timeout.ms).
-    #[arg(long, default_value_t = GroupConfig::default().min_session_timeout_ms, env = "FERRY_GROUP_MIN_SESSION_TIMEOUT_MS")]
-    group_min_session_timeout_ms: i32,
-    /// The longest session a group member may ask for, in ms (group.max.session.timeout.ms).
-    #[arg(long, default_value_t = GroupConfig::default().max_session_timeout_ms, env = "FERRY_GROUP_MAX_SESSION_TIMEOUT_MS")]
-    group_max_session_timeout_ms: i32,
-    /// Members a group may have (group.max.size).
-    #[arg(long, default_value_t = GroupConfig::default().max_size, env = "FERRY_GROUP_MAX_SIZE")]
-    group_max_size: usize,
-    /// How long an empty group's offsets are kept, in minutes (offsets.retention.minutes).
-    #[arg(long, default_value_t = GroupConfig::default().offsets_retention_ms / 60_000, env = "FERRY_OFFSETS_RETENTION_MINUTES")]
-    offsets_retention_minutes: i64,
-    /// How many log dir moves copy at once (num.replica.alter.log.dirs.threads).
-    #[arg(long, default_value_t = broker::DataConfig::default().dir_move_parallelism, env = "FERRY_NUM_REPLICA_ALTER_LOG_DIRS_THREADS")]
-    num_replica_alter_log_dirs_threads: usize,
-    /// Compact the logs of topics whose cleanup.policy holds compact (log.cleaner.enable).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "FERRY_LOG_CLEANER_ENABLE")]
-    log_cleaner_enable: bool,
-    /// Logs cleaned at once (log.cleaner.threads).
-    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().threads, env = "FERRY_LOG_CLEANER_THREADS")]
-    log_cleaner_threads: usize,
-    /// How long the cleaner waits when no log needs cleaning, in ms (log.cleaner.backoff.ms).
-    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().backoff_ms, env = "FERRY_LOG_CLEANER_BACKOFF_MS")]
-    log_cleaner_backoff_ms: u64,
-    /// Memory for the cleaner's key maps, in bytes, shared by its threads
-    /// (log.cleaner.dedupe.buffer.size).
-    #[arg(long, default_value_t = broker::cleaner::CleanerConfig::default().dedupe_buffer_size, env = "FERRY_LOG_CLEANER_DEDUPE_BUFFER_SIZE")]
-    log_cleaner_dedupe_buffer_size: u64,
-    /// The cleaner's reads and writes in bytes/s (log.cleaner.io.max.bytes.per.second; default:
-    /// unbounded).
-    #[arg(long, env = "FERRY_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND")]
-    log_cleaner_io_max_bytes_per_second: Option<u64>,
-    /// Serve Prometheus metrics at http://HOST:PORT/metrics (default: not served).
-    #[arg(long, env = "FERRY_METRICS_LISTEN")]
-    metrics_listen: Option<SocketAddr>,
-    /// The cluster credential for a broker-only node (the file `cluster-credential` in a quorum
-    /// node's data dir); a quorum node learns it from the cluster.
-    #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
-    cluster_credential_file: Option<PathBuf>,
-    /// Serve Kafka clients at HOST:PORT (listeners; default: no Kafka listener).
-    #[arg(long, env = "FERRY_KAFKA_LISTEN")]
-    kafka_listen: Option<SocketAddr>,
-    /// The HOST:PORT Kafka clients are told to connect to (advertised.listeners; default: the
-    /// address --kafka-listen bound).
-    #[arg(long, env = "FERRY_KAFKA_ADVERTISED_LISTENER")]
-    kafka_advertised_listener: Option<String>,
-    /// Most partitions a topic may have (max.partitions.per.topic).
-    #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_topic, env = "FERRY_MAX_PARTITIONS_PER_TOPIC")]
-    max_partitions_per_topic: u32,
-    /// Most partitions one admin request may create, move or name (max.partitions.per.request).
-    #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_request, env = "FERRY_MAX_PARTITIONS_PER_REQUEST")]
-    max_partitions_per_request: u32,
-    /// The largest replication factor or replica list (max.replicas.per.partition).
-    #[arg(long, default_value_t = RequestLimits::default().max_replicas_per_partition, env = "FERRY_MAX_REPLICAS_PER_PARTITION")]
-    max_replicas_per_partition: u32,
-    /// Most topics, configs, brokers or throttles in one list-like admin request
-    /// (max.items.per.request).
-    #[arg(long, default_value_t = RequestLimits::default().max_items_per_request, env = "FERRY_MAX_ITEMS_PER_REQUEST")]
-    max_items_per_request: u32,
-    /// The largest admin or broker request, in bytes (socket.request.max.bytes).
-    #[arg(long, default_value_t = RequestLimits::default().max_request_bytes, env = "FERRY_SOCKET_REQUEST_MAX_BYTES")]
-    socket_request_max_bytes: usize,
-}
-
-/// The `--config` file of `ferry node`: every flag but `--config`, named with `_` for `-`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    id: Option<u64>,
-    data_dir: Option<PathBuf>,
-    listen: Option<SocketAddr>,
-    peers: Option<String>,
-    join: Option<bool>,
-    threads: Option<usize>,
-    heartbeat_ms: Option<u64>,
-    election_min_ms: Option<u64>,
-    election_max_ms: Option<u64>,
-    snapshot_every: Option<u64>,
-    keep_behind_snapshot: Option<u64>,
-    #[serde(default, deserialize_with = "roles_from_str")]
-    roles: Option<Roles>,
-    quorum: Option<String>,
-    log_dirs: Option<Vec<PathBuf>>,
-    rack: Option<String>,
-    session_timeout_ms: Option<u64>,
-    replica_lag_time_max_ms: Option<u64>,
-    segment_bytes: Option<u64>,
-    auto_leader_rebalance: Option<bool>,
-    leader_imbalance_check_interval_ms: Option<u64>,
-    log_dir_probe_interval_ms: Option<u64>,
-    log_retention_check_interval_ms: Option<u64>,
-    group_initial_rebalance_delay_ms: Option<i64>,
-    group_min_session_timeout_ms: Option<i32>,
-    group_max_session_timeout_ms: Option<i32>,
-    group_max_size: Option<usize>,
-    offsets_retention_minutes: Option<i64>,
-    num_replica_alter_log_dirs_threads: Option<usize>,
-    log_cleaner_enable: Option<bool>,
-    log_cleaner_threads: Option<usize>,
-    log_cleaner_backoff_ms: Option<u64>,
-    log_cleaner_dedupe_buffer_size: Option<u64>,
-    log_cleaner_io_max_bytes_per_second: Option<u64>,
-    metrics_listen: Option<SocketAddr>,
-    cluster_credential_file: Option<PathBuf>,
-    kafka_listen: Option<SocketAddr>,
-    kafka_advertised_listener: Option<String>,
-    max_partitions_per_topic: Option<u32>,
-    max_partitions_per_request: Option<u32>,
-    max_replicas_per_partition: Option<u32>,
-    max_items_per_request: Option<u32>,
-    socket_request_max_bytes: Option<usize>,
-}
-
-fn roles_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Roles>, D::Error> {
-    let s = <String as serde::Deserialize>::deserialize(d)?;
-    s.parse().map(Some).map_err(serde::de::Error::custom)
-}
-
-impl NodeArgs {
-    /// Fills every setting given neither as a flag nor as a `FERRY_*` variable from the
-    /// `--config` file, if there is one. `m` are the matches of the `node` subcommand.
-    pub fn apply_config_file(&mut self, m: &ArgMatches) -> anyhow::Result<()> {
-        let Some(path) = &self.config else {
-            return Ok(());
-        };
-        let file: FileConfig = crate::config_file::read(path)?;
-        self.merge(file, m);
-        Ok(())
-    }
-
-    fn merge(&mut self, file: FileConfig, m: &ArgMatches) {
-        let given = |id: &str| {
-            matches!(
-                m.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        };
-        macro_rules! from_file {
-            ($($field:ident),* $(,)?) => {$(
-                if !given(stringify!($field)) {
-                    if let Some(v) = file.$field {
-                        self.$field = v.into();
-                    }
-                }
-            )*};
-        }
-        from_file!(
-            id,
-            data_dir,
-            listen,
-            peers,
-            join,
-            threads,
-            heartbeat_ms,
-            election_min_ms,
-            election_max_ms,
-            snapshot_every,
-            keep_behind_snapshot,
-            roles,
-            quorum,
-            log_dirs,
-            rack,
-            session_timeout_ms,
-            replica_lag_time_max_ms,
-            segment_bytes,
-            auto_leader_rebalance,
-            leader_imbalance_check_interval_ms,
-            log_dir_probe_interval_ms,
-            log_retention_check_interval_ms,
-            group_initial_rebalance_delay_ms,
-            group_min_session_timeout_ms,
-            group_max_session_timeout_ms,
-            group_max_size,
-            offsets_retention_minutes,
-            num_replica_alter_log_dirs_threads,
-            log_cleaner_enable,
-            log_cleaner_threads,
-            log_cleaner_backoff_ms,
-            log_cleaner_dedupe_buffer_size,
-            log_cleaner_io_max_bytes_per_second,
-            metrics_listen,
-            cluster_credential_file,
-            kafka_listen,
-            kafka_advertised_listener,
-            max_partitions_per_topic,
-            max_partitions_per_request,
-            max_replicas_per_partition,
-            max_items_per_request,
-            socket_request_max_bytes,
-        );
-    }
-}
+pub use crate::node_args::NodeArgs;
 
 /// A required setting, or an error that says the three places it can come from.
 fn required<T>(v: Option<T>, flag: &str) -> anyhow::Result<T> {
@@ -332,8 +55,9 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     let node = cluster_node::start(options).await?;
     let stop = crate::shutdown_signal();
     println!("node {id} listening on {}", node.addr);
-    if let Some(m) = node.metrics_addr() {
+    if let Some(m) = node.http_addr() {
         println!("  metrics: http://{m}/metrics");
+        println!("  console: http://{m}/");
     }
     stop.await;
     node.shutdown().await;
@@ -342,7 +66,21 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
 
 /// The node's options from its settings, refusing a node that lacks one it needs.
 fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
-    let data = data_config(&a);
+    // A config file's values skip the flags' own range checks.
+    if !(1..=10_000).contains(&a.offsets_topic_num_partitions) {
+        bail!(
+            "--offsets-topic-num-partitions: {} is not from 1 to 10000",
+            a.offsets_topic_num_partitions
+        );
+    }
+    if a.offsets_topic_replication_factor < 1 {
+        bail!(
+            "--offsets-topic-replication-factor: {} is below 1",
+            a.offsets_topic_replication_factor
+        );
+    }
+    let mut data = data_config(&a);
+    data.static_configs = static_broker_configs(&a.broker_config)?;
     let id = required(a.id, "id")?;
     let data_dir = required(a.data_dir, "data-dir")?;
     let listen = required(a.listen, "listen")?;
@@ -388,6 +126,7 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
         controller: controller::active::ControllerConfig {
             auto_leader_rebalance: a.auto_leader_rebalance,
             rebalance_interval: std::time::Duration::from_millis(a.leader_imbalance_check_interval_ms.max(100)),
+            plan_metrics: Default::default(),
         },
         limits: RequestLimits {
             max_partitions_per_topic: a.max_partitions_per_topic,
@@ -396,10 +135,36 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
             max_items_per_request: a.max_items_per_request,
             max_request_bytes: a.socket_request_max_bytes,
         },
-        metrics_listen: a.metrics_listen,
+        http_listen: match a.http_listen {
+            Some(l) => Some(l),
+            // The variable's old name, read when no other source gives the address.
+            None => match std::env::var("FERRY_METRICS_LISTEN") {
+                Ok(v) => Some(
+                    v.parse()
+                        .with_context(|| format!("FERRY_METRICS_LISTEN: {v:?} is not HOST:PORT"))?,
+                ),
+                Err(_) => None,
+            },
+        },
         credential_file: a.cluster_credential_file,
         kafka_listen: a.kafka_listen.map(|l| (l, a.kafka_advertised_listener)),
+        kafka_security: a.security.settings()?,
     })
+}
+
+/// The `--broker-config KEY=VALUE` settings, checked as a dynamic change of them is.
+fn static_broker_configs(given: &[String]) -> anyhow::Result<std::collections::HashMap<String, String>> {
+    let mut out = std::collections::HashMap::new();
+    for kv in given {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--broker-config: {kv:?} is not KEY=VALUE");
+        };
+        if out.insert(k.trim().to_string(), v.trim().to_string()).is_some() {
+            bail!("--broker-config: {k} is given twice");
+        }
+    }
+    proto::topic_config::validate_broker(&out).map_err(|e| anyhow::anyhow!("--broker-config: {e}"))?;
+    Ok(out)
 }
 
 /// The broker's data-plane settings.
@@ -430,6 +195,8 @@ fn data_config(a: &NodeArgs) -> broker::DataConfig {
         max_session_timeout_ms: a.group_max_session_timeout_ms,
         max_size: a.group_max_size,
         offsets_retention_ms: a.offsets_retention_minutes.saturating_mul(60_000),
+        offsets_topic_num_partitions: a.offsets_topic_num_partitions,
+        offsets_topic_replication_factor: a.offsets_topic_replication_factor,
         ..Default::default()
     };
     data
@@ -438,7 +205,9 @@ fn data_config(a: &NodeArgs) -> broker::DataConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster_node::Roles;
     use clap::{CommandFactory, FromArgMatches, Parser};
+    use std::path::PathBuf;
 
     #[derive(Parser)]
     struct Cli {
@@ -514,7 +283,7 @@ max_partitions_per_topic = 5000
         assert_eq!(a.rack.as_deref(), Some("r1"));
         assert!(a.join);
         assert!(!a.auto_leader_rebalance);
-        assert_eq!(a.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()), "file");
+        assert_eq!(a.http_listen, Some("127.0.0.1:9101".parse().unwrap()), "file");
         assert_eq!(a.max_partitions_per_topic, 5000, "file");
         assert_eq!(
             a.max_partitions_per_request,
@@ -537,16 +306,24 @@ max_partitions_per_topic = 5000
         let a = parse(&["--id", "3", "--roles", "quorum", "--rack", "r2"], FILE).unwrap();
         assert_eq!((a.id, a.rack.as_deref(), a.roles.broker), (Some(3), Some("r2"), false));
         assert_eq!(a.segment_bytes, 1000);
-        assert_eq!(a.metrics_listen, Some("127.0.0.1:9101".parse().unwrap()));
+        assert_eq!(a.http_listen, Some("127.0.0.1:9101".parse().unwrap()), "the old key");
         let a = parse(&["--metrics-listen", "127.0.0.1:9200"], FILE).unwrap();
         assert_eq!(
-            a.metrics_listen,
+            a.http_listen,
             Some("127.0.0.1:9200".parse().unwrap()),
-            "flag over file"
+            "the old flag, over the file"
         );
+        let a = parse(
+            &["--http-listen", "127.0.0.1:9300"],
+            "http_listen = \"127.0.0.1:9301\"\n",
+        )
+        .unwrap();
+        assert_eq!(a.http_listen, Some("127.0.0.1:9300".parse().unwrap()), "flag over file");
+        let a = parse(&[], "http_listen = \"127.0.0.1:9301\"\n").unwrap();
+        assert_eq!(a.http_listen, Some("127.0.0.1:9301".parse().unwrap()), "file");
         let m = Cli::command().try_get_matches_from(["node"]).unwrap();
         assert_eq!(
-            Cli::from_arg_matches(&m).unwrap().node.metrics_listen,
+            Cli::from_arg_matches(&m).unwrap().node.http_listen,
             None,
             "off by default"
         );
@@ -629,5 +406,18 @@ max_partitions_per_topic = 5000
             required::<u64>(None, "data-dir").unwrap_err().to_string(),
             "--data-dir is required (or FERRY_DATA_DIR, or `data_dir` in the --config file)"
         );
+    }
+
+    #[test]
+    fn static_broker_configs_are_checked_by_name_and_value() {
+        let given = |v: &[&str]| static_broker_configs(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let ok = given(&["cordoned.log.dirs=*", "leader.replication.throttled.rate=100"]).unwrap();
+        assert_eq!(ok["cordoned.log.dirs"], "*");
+        assert!(given(&["log.dirs=/x"]).unwrap_err().to_string().contains("log.dirs"));
+        assert!(given(&["cordoned.log.dirs"])
+            .unwrap_err()
+            .to_string()
+            .contains("KEY=VALUE"));
+        assert!(given(&["leader.replication.throttled.rate=0"]).is_err());
     }
 }

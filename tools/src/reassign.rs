@@ -95,10 +95,15 @@ async fn generate(c: &ClusterClient, a: &ReassignArgs) -> anyhow::Result<()> {
         .admin_call(|mut x| async move { x.describe_cluster(DescribeClusterRequest {}).await })
         .await?;
     let mut slots = Vec::new();
+    // A broker whose every log dir is cordoned keeps its replicas but takes none new.
+    let mut closed = BTreeSet::new();
     for id in &a.broker_list {
         let Some(b) = cluster.brokers.iter().find(|b| b.id == *id) else {
             bail!("--broker-list: broker {id} is not registered");
         };
+        if !proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs) {
+            closed.insert(*id);
+        }
         slots.push(controller::placement::BrokerSlot {
             id: *id,
             rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
@@ -130,7 +135,14 @@ async fn generate(c: &ClusterClient, a: &ReassignArgs) -> anyhow::Result<()> {
         })
         .collect();
     let lists: Vec<Vec<i32>> = current.iter().map(|(_, _, r)| r.clone()).collect();
-    let proposal = controller::placement::propose_moves(&lists, &slots, !a.disable_rack_aware)?;
+    let proposal =
+        controller::placement::propose_moves(&lists, &slots, !a.disable_rack_aware, &closed).map_err(|e| match e {
+            controller::placement::PlacementError::NoBrokerFor { index, .. } => {
+                let (t, p, _) = &current[index];
+                anyhow::anyhow!("{t}-{p}: {e}")
+            }
+            e => e.into(),
+        })?;
     let proposed: Vec<(String, u32, Vec<i32>)> = current
         .iter()
         .zip(proposal)

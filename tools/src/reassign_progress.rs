@@ -1,6 +1,7 @@
 //! `ferry reassign --progress [--watch]`: per partition and in total, the bytes each adding
 //! replica has copied and still lacks, the rate and the ETA; with `--watch`, live progress bars
-//! until every reassignment is done.
+//! until every reassignment is done. Without `--watch`, a line per broker then says how many
+//! `__consumer_offsets` partitions it leads and groups it coordinates.
 
 use std::time::Duration;
 
@@ -110,6 +111,14 @@ pub fn lines(l: &ListPartitionReassignmentsResponse) -> Vec<String> {
     out
 }
 
+/// Which broker coordinates how many groups: reassignments move `__consumer_offsets` leaders too.
+async fn print_coordinators(c: &ClusterClient) -> anyhow::Result<()> {
+    for line in crate::coordinators::lines(&crate::coordinators::gather(c).await?) {
+        println!("{line}");
+    }
+    Ok(())
+}
+
 fn show(bar: &ProgressBar, s: BarState) {
     bar.set_length(s.copied + s.left);
     bar.set_position(s.copied);
@@ -122,14 +131,14 @@ pub async fn run(c: &ClusterClient, watch: bool) -> anyhow::Result<()> {
     let first = report(c).await?;
     if first.reassignments.is_empty() {
         println!("No partition reassignments found.");
-        return Ok(());
+        return print_coordinators(c).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     if !watch {
         for line in lines(&report(c).await?) {
             println!("{line}");
         }
-        return Ok(());
+        return print_coordinators(c).await;
     }
     let multi = MultiProgress::new();
     let style =

@@ -34,7 +34,7 @@ pub fn load(dir: &Path) -> HashMap<TopicPartition, i64> {
 
 /// Replaces `dir`'s file with `entries`, atomically.
 pub fn write(dir: &Path, entries: &[Entry]) -> std::io::Result<()> {
-    dir_checkpoints::replace(dir, FILE, &dir_checkpoints::encode(entries))
+    crate::checkpoint_file::replace(dir, FILE, &dir_checkpoints::encode(entries))
 }
 
 #[cfg(test)]

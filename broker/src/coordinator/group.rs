@@ -28,6 +28,10 @@ pub struct GroupConfig {
     pub offset_metadata_max_bytes: usize,
     /// `offsets.retention.minutes`, in ms.
     pub offsets_retention_ms: i64,
+    /// `offsets.topic.num.partitions`: the partitions `__consumer_offsets` is created with.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`: its replicas, capped at the brokers alive.
+    pub offsets_topic_replication_factor: i16,
 }
 
 impl Default for GroupConfig {
@@ -40,6 +44,8 @@ impl Default for GroupConfig {
             max_groups_per_partition: 100_000,
             offset_metadata_max_bytes: 4096,
             offsets_retention_ms: 10_080 * 60_000,
+            offsets_topic_num_partitions: super::DEFAULT_OFFSETS_PARTITIONS,
+            offsets_topic_replication_factor: super::DEFAULT_OFFSETS_REPLICATION,
         }
     }
 }

@@ -107,6 +107,11 @@ const TICK: Duration = Duration::from_millis(100);
 const LOAD_STEP: usize = 1 << 20;
 
 impl Runtime {
+    /// The group settings it runs with.
+    pub fn config(&self) -> &GroupConfig {
+        &self.cfg
+    }
+
     /// A runtime over `log`; `run` drives it.
     pub fn new(log: Arc<dyn OffsetsLog>, cfg: GroupConfig) -> Arc<Self> {
         Arc::new(Self {

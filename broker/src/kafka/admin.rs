@@ -47,7 +47,28 @@ where
     F: FnOnce(pb::admin_client::AdminClient<tonic::transport::Channel>) -> Fut,
     Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
-    match tokio::time::timeout(CONTROLLER_DEADLINE, f(ch.admin())).await {
+    call_on(ch, ch.admin(), f).await
+}
+
+/// [`call`] to the Security service.
+pub(super) async fn call_security<T, F, Fut>(ch: &ControllerChannels, f: F) -> Result<T, (i16, String)>
+where
+    F: FnOnce(
+        pb::security_client::SecurityClient<
+            tonic::codegen::InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>,
+        >,
+    ) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    call_on(ch, ch.security(), f).await
+}
+
+async fn call_on<C, T, F, Fut>(ch: &ControllerChannels, client: C, f: F) -> Result<T, (i16, String)>
+where
+    F: FnOnce(C) -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    match tokio::time::timeout(CONTROLLER_DEADLINE, f(client)).await {
         Ok(Ok(r)) => {
             ch.follow(r.metadata());
             Ok(r.into_inner())
@@ -69,6 +90,21 @@ where
     }
 }
 
+/// `num.partitions` and `default.replication.factor` at Kafka's defaults: what a topic created
+/// with -1 for either gets (KIP-464), as kafka-topics sends when not told.
+const DEFAULT_PARTITIONS: i32 = 1;
+/// See [`DEFAULT_PARTITIONS`].
+const DEFAULT_REPLICATION_FACTOR: i32 = 1;
+
+/// A count or factor as asked, -1 meaning the broker's default.
+fn or_default(asked: i32, default: i32) -> i32 {
+    if asked == -1 {
+        default
+    } else {
+        asked
+    }
+}
+
 /// CreateTopics: each topic with its count and factor or its assignment, and its configs.
 pub async fn create_topics(ch: &ControllerChannels, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let topics: Vec<pb::NewTopic> = req
@@ -79,9 +115,13 @@ pub async fn create_topics(ch: &ControllerChannels, req: CreateTopicsRequest, ve
             assignment.sort_by_key(|a| a.partition_index);
             pb::NewTopic {
                 topic: t.name.0.to_string(),
-                partitions: if assignment.is_empty() { t.num_partitions } else { -1 },
+                partitions: if assignment.is_empty() {
+                    or_default(t.num_partitions, DEFAULT_PARTITIONS)
+                } else {
+                    -1
+                },
                 replication_factor: if assignment.is_empty() {
-                    i32::from(t.replication_factor)
+                    or_default(i32::from(t.replication_factor), DEFAULT_REPLICATION_FACTOR)
                 } else {
                     -1
                 },
@@ -117,11 +157,15 @@ pub async fn create_topics(ch: &ControllerChannels, req: CreateTopicsRequest, ve
             out.error_message = text(&message);
             if version >= 5 && code == 0 {
                 out.num_partitions = if t.assignments.is_empty() {
-                    t.num_partitions
+                    or_default(t.num_partitions, DEFAULT_PARTITIONS)
                 } else {
                     t.assignments.len() as i32
                 };
-                out.replication_factor = t.replication_factor;
+                out.replication_factor = if t.assignments.is_empty() {
+                    or_default(i32::from(t.replication_factor), DEFAULT_REPLICATION_FACTOR) as i16
+                } else {
+                    t.assignments.first().map_or(0, |a| a.broker_ids.len() as i16)
+                };
             }
             out
         })

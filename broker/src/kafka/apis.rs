@@ -19,7 +19,8 @@ pub struct Served {
     pub api: ApiKey,
     /// The oldest version advertised.
     pub advertised_min: i16,
-    /// The oldest version decoded; older ones close the connection.
+    /// The oldest version decoded; older ones advertised are answered UNSUPPORTED_VERSION
+    /// (`old_versions`).
     pub decoded_min: i16,
     /// The newest version served.
     pub max: i16,
@@ -34,11 +35,15 @@ const fn api(api: ApiKey, advertised_min: i16, decoded_min: i16, max: i16) -> Se
     }
 }
 
-/// The APIs served. Clients infer the broker's version and features from the ranges, so they
-/// are a Kafka 3.x broker's: librdkafka, for one, turns gzip, snappy and lz4 off unless Produce
-/// v2 and Fetch v2 are in range. Versions below the decoded minimum (the pre-2017 message
-/// formats) are advertised but not decoded; no current client sends them. The maxima are Kafka
-/// 3.9's for the data APIs (Fetch v13 and up name topics by id).
+/// The APIs served. Clients infer the broker's features from the ranges: librdkafka (up to
+/// 2.7 at least; the Debian kcat's 2.0.2 among them) enables its `MsgVer1` feature, and with it
+/// gzip and snappy, only when Produce v2 and Fetch v2 are both in range. So Produce v0–2 and
+/// Fetch v0–3 (the pre-2017 message formats, which Kafka 4.x dropped, KIP-896) stay advertised
+/// but are not decoded: a request at one of them gets a well-formed answer with
+/// UNSUPPORTED_VERSION on each partition it names (`old_versions`). Kafka 4.x advertises
+/// Produce v0–2 for the same reason (KAFKA-18659) but Fetch only from v4, and closes the
+/// connection on a version it does not take; Ferry answers instead. The maxima are Kafka 3.9's
+/// for the data APIs (Fetch v13 and up name topics by id).
 pub const SERVED: &[Served] = &[
     api(ApiKey::Produce, 0, 3, 11),
     api(ApiKey::Fetch, 0, 4, 17),
@@ -73,6 +78,16 @@ pub const SERVED: &[Served] = &[
     api(ApiKey::ElectLeaders, 0, 0, 2),
     api(ApiKey::DescribeLogDirs, 1, 1, 4),
     api(ApiKey::AlterReplicaLogDirs, 1, 1, 2),
+    api(ApiKey::DescribeClientQuotas, 0, 0, 1),
+    api(ApiKey::AlterClientQuotas, 0, 0, 1),
+    api(ApiKey::DescribeUserScramCredentials, 0, 0, 0),
+    api(ApiKey::AlterUserScramCredentials, 0, 0, 0),
+    api(ApiKey::SaslHandshake, 0, 0, 1),
+    api(ApiKey::SaslAuthenticate, 0, 0, 2),
+    api(ApiKey::CreateAcls, 1, 1, 3),
+    api(ApiKey::DescribeAcls, 1, 1, 3),
+    api(ApiKey::DeleteAcls, 1, 1, 3),
+    api(ApiKey::DescribeQuorum, 0, 0, 2),
 ];
 
 /// The README's table of Kafka's APIs: each served one with the versions it takes, then the
@@ -93,6 +108,16 @@ pub fn api_table() -> String {
         .filter(|a| !SERVED.iter().any(|s| s.api == *a))
         .map(|a| format!("{a:?} ({})", a as i16))
         .collect();
+    let old: Vec<String> = served
+        .iter()
+        .filter(|s| s.advertised_min < s.decoded_min)
+        .map(|s| format!("{:?} v{}–{}", s.api, s.advertised_min, s.decoded_min - 1))
+        .collect();
+    out.push_str(&format!(
+        "\nAdvertised but not decoded, answered with UNSUPPORTED_VERSION on every partition named \
+         (librdkafka enables gzip and snappy only when Produce v2 and Fetch v2 are in range): {}.\n",
+        old.join(", ")
+    ));
     out.push_str(&format!(
         "\nNot served (the connection closes, as Kafka's does for an API it does not know): {}.\n",
         not.join(", ")
@@ -147,6 +172,13 @@ pub fn served(key: i16, version: i16) -> bool {
     SERVED
         .iter()
         .any(|s| s.api as i16 == key && (s.decoded_min..=s.max).contains(&version))
+}
+
+/// Whether `version` of `key` is advertised but not decoded (answered by `old_versions`).
+pub fn advertised_only(key: i16, version: i16) -> bool {
+    SERVED
+        .iter()
+        .any(|s| s.api as i16 == key && (s.advertised_min..s.decoded_min).contains(&version))
 }
 
 /// The ApiVersions answer; `error` is UNSUPPORTED_VERSION when the request's version is not
@@ -224,11 +256,18 @@ pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32
     };
     // Once per request, not per topic: a Metadata request may name every topic.
     let live = view.live_brokers();
-    r.topics = names.into_iter().map(|name| topic(view, &live, name)).collect();
+    let listed: BTreeSet<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
+    r.topics = names
+        .into_iter()
+        .map(|name| topic(view, &live, &listed, name))
+        .collect();
     r
 }
 
-fn topic(view: &ClusterView, live: &BTreeSet<i32>, name: String) -> MetadataResponseTopic {
+/// A topic's answer. A leader not among the brokers `listed` (its registration is gone and the
+/// controller has not moved the leadership yet) is answered as no leader, as Kafka's metadata
+/// cache does: a client must never be sent to a broker id the same answer does not list.
+fn topic(view: &ClusterView, live: &BTreeSet<i32>, listed: &BTreeSet<i32>, name: String) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     let entry = view
         .topics
@@ -254,7 +293,8 @@ fn topic(view: &ClusterView, live: &BTreeSet<i32>, name: String) -> MetadataResp
             let s = &e.state;
             let mut m = MetadataResponsePartition::default();
             m.partition_index = *p as i32;
-            m.leader_id = BrokerId(s.leader);
+            let leader = if listed.contains(&s.leader) { s.leader } else { -1 };
+            m.leader_id = BrokerId(leader);
             m.leader_epoch = s.leader_epoch as i32;
             m.replica_nodes = s.replicas.iter().map(|b| BrokerId(*b)).collect();
             m.isr_nodes = s.isr.iter().map(|b| BrokerId(*b)).collect();
@@ -264,7 +304,7 @@ fn topic(view: &ClusterView, live: &BTreeSet<i32>, name: String) -> MetadataResp
                 .filter(|b| !live.contains(b))
                 .map(|b| BrokerId(*b))
                 .collect();
-            if s.leader < 0 {
+            if leader < 0 {
                 m.error_code = wire(ErrorCode::LEADER_NOT_AVAILABLE);
             }
             m
@@ -331,6 +371,25 @@ mod tests {
     }
 
     #[test]
+    fn a_leader_the_answer_does_not_list_is_answered_as_no_leader() {
+        let mut v = view();
+        // Broker 2 has no Kafka listener, so it is not listed; it leads partition 1.
+        let s = PartitionState {
+            replicas: vec![1, 2],
+            isr: vec![2],
+            leader: 2,
+            leader_epoch: 4,
+            ..Default::default()
+        };
+        v.apply(&proto::keys::partition("t", 1), Some(&s.encode_to_vec()), 2);
+        let r = metadata(&v, None, 1);
+        let p1 = &r.topics[0].partitions[1];
+        assert_eq!(p1.leader_id.0, -1);
+        assert_eq!(p1.error_code, wire(ErrorCode::LEADER_NOT_AVAILABLE));
+        assert_eq!(p1.replica_nodes, vec![BrokerId(1), BrokerId(2)]);
+    }
+
+    #[test]
     fn an_unknown_topic_is_named_with_its_error_and_not_created() {
         let r = metadata(&view(), Some(vec!["nope".into()]), 1);
         assert_eq!(r.topics.len(), 1);
@@ -385,6 +444,11 @@ mod tests {
         assert!(served(ApiKey::ListOffsets as i16, 9) && !served(ApiKey::ListOffsets as i16, 10));
         assert!(!served(ApiKey::Metadata as i16, 13));
         assert!(!served(ApiKey::Produce as i16, 0));
+        assert!(served(ApiKey::DescribeQuorum as i16, 2));
+        // Advertised, not decoded: answered by old_versions, never dropped.
+        assert!(advertised_only(ApiKey::Produce as i16, 2) && !advertised_only(ApiKey::Produce as i16, 3));
+        assert!(advertised_only(ApiKey::Fetch as i16, 3) && !advertised_only(ApiKey::Fetch as i16, 4));
+        assert!(!advertised_only(ApiKey::Metadata as i16, 0));
         let r = api_versions(ErrorCode::NONE);
         assert_eq!(r.api_keys.len(), SERVED.len());
     }

@@ -1,18 +1,23 @@
 //! DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics and brokers, forwarded
-//! to the controller. Throttles set this way (`leader.replication.throttled.rate`,
+//! to the controller. A broker's configs are described by that broker, as in Kafka: its own
+//! dynamic configs, the cluster-wide default (resource name "") and its static configs, resolved
+//! by `proto::broker_config`, each with its source and, when asked, its synonyms. Throttles set this way (`leader.replication.throttled.rate`,
 //! `*.replication.throttled.replicas` and the rest) are the operator's, as in Kafka: they act
 //! until removed, which `kafka-reassign-partitions --verify` does with DELETE.
 
 use std::collections::HashMap;
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as ReplaceResult;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use proto::broker_config::{Layers, Resolved};
 use proto::config_ops::ConfigChange;
 use proto::errors::ErrorCode;
 use proto::ferry::{self as pb, config_resource::Type};
@@ -21,12 +26,13 @@ use proto::topic_config;
 use super::admin::{call, text};
 use super::apis::wire;
 use crate::controller_channels::ControllerChannels;
+use crate::replica_manager::BrokerCore;
 
 /// Kafka's resource types.
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 
-/// Kafka's config sources, as DescribeConfigs names them.
+/// Kafka's config sources, as DescribeConfigs names them (brokers': `proto::broker_config`).
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const DYNAMIC_BROKER_CONFIG: i8 = 2;
 const DEFAULT_CONFIG: i8 = 5;
@@ -42,6 +48,20 @@ pub struct Described {
     pub source: i8,
     /// Kafka's type code, 0 when unknown.
     pub kafka_type: i8,
+    /// Its value at each level that sets it, highest first, by source code.
+    pub synonyms: Vec<(i8, String)>,
+}
+
+impl From<Resolved> for Described {
+    fn from(r: Resolved) -> Self {
+        Described {
+            name: r.name,
+            value: r.value,
+            source: r.source.code(),
+            kafka_type: r.kafka_type,
+            synonyms: r.synonyms.into_iter().map(|(s, v)| (s.code(), v)).collect(),
+        }
+    }
 }
 
 /// Every config of a resource, as Kafka lists them: each one Ferry knows, set or at its
@@ -60,12 +80,14 @@ pub fn described(mut set: HashMap<String, String>, known: &[topic_config::Known]
                 value,
                 source: dynamic,
                 kafka_type: k.kafka_type,
+                synonyms: Vec::new(),
             },
             None => Described {
                 name: k.name.to_string(),
                 value: k.default.to_string(),
                 source: DEFAULT_CONFIG,
                 kafka_type: k.kafka_type,
+                synonyms: Vec::new(),
             },
         })
         .collect();
@@ -74,6 +96,7 @@ pub fn described(mut set: HashMap<String, String>, known: &[topic_config::Known]
         value,
         source: dynamic,
         kafka_type: 0,
+        synonyms: Vec::new(),
     }));
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -96,25 +119,78 @@ fn resource(kind: i8, name: &StrBytes) -> Result<pb::ConfigResource, String> {
 
 /// The configs set on one resource now.
 async fn current(ch: &ControllerChannels, res: pb::ConfigResource) -> Result<HashMap<String, String>, Failure> {
-    let grpc = pb::DescribeConfigsRequest { resources: vec![res] };
+    let mut all = current_all(ch, vec![res]).await?;
+    all.pop().ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))
+}
+
+/// The configs set on each of `resources` now, in their order, read in one call.
+async fn current_all(
+    ch: &ControllerChannels,
+    resources: Vec<pb::ConfigResource>,
+) -> Result<Vec<HashMap<String, String>>, Failure> {
+    let n = resources.len();
+    let grpc = pb::DescribeConfigsRequest { resources };
     let a = call(ch, |mut c| async move { c.describe_configs(grpc).await }).await?;
     if a.error_code != 0 {
         return Err((wire(ErrorCode(a.error_code)), a.error_message));
     }
-    let e = a
-        .results
-        .into_iter()
-        .next()
-        .ok_or((wire(ErrorCode::INVALID_REQUEST), String::new()))?;
-    if e.error_code != 0 {
-        return Err((wire(ErrorCode(e.error_code)), e.error_message));
+    if a.results.len() != n {
+        return Err((
+            wire(ErrorCode::INVALID_REQUEST),
+            format!("{} answers to {n} resources", a.results.len()),
+        ));
     }
-    Ok(e.config)
+    a.results
+        .into_iter()
+        .map(|e| match e.error_code {
+            0 => Ok(e.config),
+            code => Err((wire(ErrorCode(code)), e.error_message)),
+        })
+        .collect()
 }
 
-/// DescribeConfigs: the configs set on each topic or broker, the keys asked for or all.
+/// A broker resource's configs as this broker describes them: the cluster-wide default (name
+/// ""), or this broker's own, every level resolved. Another broker's are refused, as Kafka
+/// refuses them: clients send a broker's DescribeConfigs to that broker, which alone knows its
+/// static configs.
+async fn broker_described(ch: &ControllerChannels, core: &BrokerCore, name: &str) -> Result<Vec<Described>, Failure> {
+    let res = |name: &str| pb::ConfigResource {
+        r#type: Type::Broker as i32,
+        name: name.to_string(),
+    };
+    let static_ = &core.config.static_configs;
+    if name.is_empty() {
+        let default = current(ch, res("")).await?;
+        let d = proto::broker_config::describe_default(&default, static_);
+        return Ok(d.into_iter().map(Described::from).collect());
+    }
+    if name.parse::<i32>() != Ok(core.id) {
+        return Err((
+            wire(ErrorCode::INVALID_REQUEST),
+            format!(
+                "Unexpected broker id, expected {} or empty string, but received {name}",
+                core.id
+            ),
+        ));
+    }
+    let mut both = current_all(ch, vec![res(name), res("")]).await?;
+    let default = both.pop().unwrap_or_default();
+    let own = both.pop().unwrap_or_default();
+    let layers = Layers {
+        broker: Some(&own),
+        default: &default,
+        static_,
+    };
+    Ok(proto::broker_config::describe_broker(layers)
+        .into_iter()
+        .map(Described::from)
+        .collect())
+}
+
+/// DescribeConfigs: the configs of each topic or broker, the keys asked for or all.
 pub async fn describe_configs(
     ch: &ControllerChannels,
+    core: &BrokerCore,
     req: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
@@ -125,20 +201,18 @@ pub async fn describe_configs(
         out.resource_name = r.resource_name.clone();
         let entries = match resource(r.resource_type, &r.resource_name) {
             Err(e) => Err((wire(ErrorCode::INVALID_REQUEST), e)),
-            Ok(res) => current(ch, res).await,
+            Ok(_) if r.resource_type == BROKER => broker_described(ch, core, &r.resource_name).await,
+            Ok(res) => current(ch, res)
+                .await
+                .map(|config| described(config, topic_config::TOPIC_CONFIGS, true)),
         };
         match entries {
             Err((code, message)) => {
                 out.error_code = code;
                 out.error_message = text(&message);
             }
-            Ok(config) => {
-                let known = if r.resource_type == TOPIC {
-                    topic_config::TOPIC_CONFIGS
-                } else {
-                    topic_config::BROKER_CONFIGS
-                };
-                out.configs = described(config, known, r.resource_type == TOPIC)
+            Ok(entries) => {
+                out.configs = entries
                     .into_iter()
                     .filter(|d| {
                         r.configuration_keys
@@ -150,6 +224,20 @@ pub async fn describe_configs(
                         c.name = StrBytes::from_string(d.name);
                         c.value = Some(StrBytes::from_string(d.value));
                         c.config_source = d.source;
+                        // Synonyms are asked for from v1 on.
+                        if req.include_synonyms {
+                            c.synonyms = d
+                                .synonyms
+                                .into_iter()
+                                .map(|(source, value)| {
+                                    let mut s = DescribeConfigsSynonym::default();
+                                    s.name = c.name.clone();
+                                    s.value = Some(StrBytes::from_string(value));
+                                    s.source = source;
+                                    s
+                                })
+                                .collect();
+                        }
                         // The type is in the answer from v3 on.
                         if version >= 3 {
                             c.config_type = d.kafka_type;

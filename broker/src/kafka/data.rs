@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchTopic;
@@ -23,9 +22,9 @@ use proto::errors::ErrorCode;
 use uuid::Uuid;
 
 use super::apis::wire;
-use crate::produce;
 use crate::replica::{Replica, ReplicaError};
 use crate::replica_manager::BrokerCore;
+use crate::{fetch, produce};
 
 /// A partition index from the wire: negative ones do not exist.
 fn replica(core: &BrokerCore, topic: &str, partition: i32) -> Result<Arc<Replica>, ReplicaError> {
@@ -171,8 +170,9 @@ pub(super) fn fetch_topics(view: &ClusterView, topics: &[FetchTopic], version: i
         .collect()
 }
 
-/// Answers a Fetch request: waits up to its `max_wait_ms` for `min_bytes` of data over every
-/// partition asked, and serves the stored batches up to the high watermark.
+/// Answers a Fetch request through the fetch engine: waits up to its `max_wait_ms` for
+/// `min_bytes` of data over every partition asked, and serves the stored batches up to the
+/// high watermark (the last stable offset for `read_committed`, the same without transactions).
 pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchResponse {
     let names = fetch_topics(&core.view.read(), &req.topics, version);
     let wanted: Vec<Wanted> = req
@@ -189,107 +189,107 @@ pub async fn fetch(core: &BrokerCore, req: FetchRequest, version: i16) -> FetchR
             })
         })
         .collect();
-    let total = match usize::try_from(req.max_bytes) {
-        Ok(0) | Err(_) => DEFAULT_FETCH_MAX_BYTES,
-        Ok(n) => n,
-    };
-    let wait = Duration::from_millis(
-        u64::try_from(req.max_wait_ms)
-            .unwrap_or(0)
-            .min(produce::MAX_WAIT_MS as u64),
+    let limits = fetch::Limits::of_request(
+        req.min_bytes.into(),
+        req.max_bytes.into(),
+        req.max_wait_ms.into(),
+        DEFAULT_FETCH_MAX_BYTES,
     );
-    let deadline = tokio::time::Instant::now() + wait;
-    let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
-    loop {
-        // Subscribe before reading, so that a change in between is not missed.
-        let mut watches: Vec<_> = wanted
-            .iter()
-            .filter_map(|w| replica(core, &names[w.topic].0.as_ref()?.0, w.partition).ok())
-            .map(|r| r.subscribe())
-            .collect();
-        let (parts, bytes, errors) = gather(core, &names, &wanted, total, version);
-        if bytes >= min_bytes.max(1) || errors || watches.is_empty() || tokio::time::Instant::now() >= deadline {
-            return answer(&names, parts, version);
-        }
-        let changed = futures::future::select_all(watches.iter_mut().map(|w| Box::pin(w.changed())));
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let (parts, _, _) = gather(core, &names, &wanted, total, version);
-            return answer(&names, parts, version);
-        }
+    let asked = KafkaFetch {
+        core,
+        names: &names,
+        wanted,
+        isolation: fetch::Isolation::of_consumer(req.isolation_level),
+        level: req.isolation_level,
+        version,
+    };
+    let parts = fetch::long_poll(&asked, &limits).await;
+    let topics = asked.wanted.iter().map(|w| w.topic);
+    answer(&names, topics.zip(parts).collect(), version)
+}
+
+/// A Kafka Fetch's partitions, as the fetch engine reads them.
+struct KafkaFetch<'a> {
+    core: &'a BrokerCore,
+    names: &'a [FetchedTopic],
+    wanted: Vec<Wanted>,
+    /// `None`: the request's isolation level is neither of Kafka's two.
+    isolation: Option<fetch::Isolation>,
+    level: i8,
+    version: i16,
+}
+
+impl KafkaFetch<'_> {
+    /// One partition's high watermark, log start and batches, from its leader at the epoch the
+    /// client knows.
+    fn read_partition(&self, w: &Wanted, limit: fetch::ReadLimit) -> Result<fetch::LogRead, ReplicaError> {
+        let isolation = self.isolation.ok_or_else(|| {
+            ReplicaError::new(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "isolation_level: {} is neither 0 (read_uncommitted) nor 1 (read_committed)",
+                    self.level
+                ),
+            )
+        })?;
+        let name = match &self.names[w.topic] {
+            (Some(name), _) => name,
+            (None, id) => {
+                return Err(ReplicaError::new(
+                    ErrorCode::UNKNOWN_TOPIC_ID,
+                    format!("topic id {id}: no such topic"),
+                ))
+            }
+        };
+        let (r, _) = led(self.core, &name.0, w.partition, w.epoch)?;
+        fetch::read_log(self.core, &r, w.offset, isolation, limit)
     }
 }
 
-/// Reads every wanted partition once; returns the answers, the bytes read and whether any
-/// partition answered an error (which is sent at once, as Kafka does).
-fn gather(
-    core: &BrokerCore,
-    names: &[FetchedTopic],
-    wanted: &[Wanted],
-    total: usize,
-    version: i16,
-) -> (Vec<(usize, PartitionData)>, usize, bool) {
-    let mut left = total;
-    let mut bytes = 0;
-    let mut errors = false;
-    let mut out = Vec::with_capacity(wanted.len());
-    for w in wanted {
+impl fetch::Partitions for KafkaFetch<'_> {
+    type Part = PartitionData;
+
+    fn count(&self) -> usize {
+        self.wanted.len()
+    }
+
+    fn max_bytes(&self, i: usize) -> usize {
+        self.wanted[i].max_bytes
+    }
+
+    fn replica(&self, i: usize) -> Option<Arc<Replica>> {
+        let w = &self.wanted[i];
+        replica(self.core, &self.names[w.topic].0.as_ref()?.0, w.partition).ok()
+    }
+
+    fn read(&self, i: usize, limit: fetch::ReadLimit) -> (PartitionData, fetch::Found) {
+        let w = &self.wanted[i];
         let mut p = PartitionData::default();
         p.partition_index = w.partition;
-        if version >= 11 {
+        if self.version >= 11 {
             p.preferred_read_replica = BrokerId(-1);
         }
         // librdkafka refuses a null record set, so an empty one is empty bytes.
         p.records = Some(Bytes::new());
-        let read = match &names[w.topic] {
-            (Some(name), _) => read_partition(core, &name.0, w, left),
-            (None, id) => Err(ReplicaError::new(
-                ErrorCode::UNKNOWN_TOPIC_ID,
-                format!("topic id {id}: no such topic"),
-            )),
-        };
-        match read {
-            Ok((hw, start, records)) => {
-                p.high_watermark = hw;
-                p.last_stable_offset = hw;
-                if version >= 5 {
-                    p.log_start_offset = start;
+        match self.read_partition(w, limit) {
+            Ok(read) => {
+                let found = read.found();
+                p.high_watermark = read.high_watermark;
+                p.last_stable_offset = read.high_watermark;
+                if self.version >= 5 {
+                    p.log_start_offset = read.log_start;
                 }
-                left = left.saturating_sub(records.len());
-                bytes += records.len();
-                p.records = Some(records);
+                p.records = Some(read.batches);
+                (p, found)
             }
             Err(e) => {
-                errors = true;
                 p.error_code = wire(e.code);
                 p.high_watermark = -1;
                 p.last_stable_offset = -1;
+                (p, fetch::Found::Error)
             }
         }
-        out.push((w.topic, p));
     }
-    (out, bytes, errors)
-}
-
-/// One partition's high watermark, log start and batches from the fetch offset, at most
-/// `left` bytes (but one whole batch at least, while any room is left, as Kafka does).
-fn read_partition(core: &BrokerCore, topic: &str, w: &Wanted, left: usize) -> Result<(i64, i64, Bytes), ReplicaError> {
-    let (r, _) = led(core, topic, w.partition, w.epoch)?;
-    let hw = r.state().high_watermark;
-    let log = r.log();
-    let (start, leo) = (log.log_start_offset(), log.log_end_offset());
-    if w.offset < start || w.offset > leo {
-        return Err(ReplicaError::new(
-            ErrorCode::OFFSET_OUT_OF_RANGE,
-            format!("{}: offset {} is outside {start}..{leo}", r.name(), w.offset),
-        ));
-    }
-    if w.offset >= hw || left == 0 || w.max_bytes == 0 {
-        return Ok((hw, start, Bytes::new()));
-    }
-    let raw = log
-        .read(w.offset, w.max_bytes.min(left), hw)
-        .map_err(|e| produce::storage_error(core, &r, e))?;
-    Ok((hw, start, Bytes::from(raw)))
 }
 
 fn answer(names: &[FetchedTopic], parts: Vec<(usize, PartitionData)>, version: i16) -> FetchResponse {

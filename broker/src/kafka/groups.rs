@@ -179,8 +179,8 @@ fn locate(rt: &Runtime, view: &ClusterView, group: &str) -> Located {
         })
 }
 
-/// Asks the controller for `__consumer_offsets` with Kafka's defaults: 50 partitions, 3
-/// replicas (fewer when fewer brokers live), compacted.
+/// Asks the controller for `__consumer_offsets` with `offsets.topic.num.partitions` (50 by
+/// default) and `offsets.topic.replication.factor` (3, fewer when fewer brokers live), compacted.
 async fn create_offsets_topic(groups: &Groups, live: usize, ch: Option<&ControllerChannels>) {
     let Some(ch) = ch else { return };
     if groups.creating.swap(true, Ordering::AcqRel) {
@@ -189,8 +189,11 @@ async fn create_offsets_topic(groups: &Groups, live: usize, ch: Option<&Controll
     let live = live.max(1);
     let mut t = CreatableTopic::default();
     t.name = TopicName(StrBytes::from_static_str(OFFSETS_TOPIC));
-    t.num_partitions = coordinator::DEFAULT_OFFSETS_PARTITIONS;
-    t.replication_factor = coordinator::DEFAULT_OFFSETS_REPLICATION.min(live as i16);
+    let cfg = groups.runtime.config();
+    t.num_partitions = cfg.offsets_topic_num_partitions;
+    t.replication_factor = cfg
+        .offsets_topic_replication_factor
+        .min(live.min(i16::MAX as usize) as i16);
     t.configs = [
         ("cleanup.policy", "compact"),
         ("segment.bytes", coordinator::OFFSETS_SEGMENT_BYTES),

@@ -5,9 +5,15 @@
 //! Frames are bounded (`frame`) and every count and length in them proven true (`walk`, with
 //! the shapes in `schemas`) before the protocol crate decodes them.
 
+pub mod acls;
 pub mod admin;
 pub mod apis;
+mod authz;
+mod authz_admin;
+mod authz_groups;
+pub mod client_quotas;
 pub mod configs;
+mod connection;
 pub mod consumer_groups;
 pub mod data;
 pub mod delete_records;
@@ -15,9 +21,16 @@ pub mod frame;
 pub mod groups;
 pub mod log_dirs;
 pub mod offsets;
+pub mod old_versions;
 pub mod partitions;
 pub mod producer_ids;
+pub mod quorum;
+mod refusals;
+mod routes;
+mod sasl_apis;
 pub mod schemas;
+pub mod scram_credentials;
+pub mod throttling;
 pub mod walk;
 
 #[cfg(test)]
@@ -27,30 +40,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use futures::stream::{FuturesOrdered, StreamExt};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, ApiKey,
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteGroupsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
-    DescribeLogDirsRequest, ElectLeadersRequest, FetchRequest, FindCoordinatorRequest, HeartbeatRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
-    OffsetFetchRequest, OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    AlterReplicaLogDirsRequest, ApiKey, DescribeClusterRequest, DescribeLogDirsRequest, DescribeQuorumRequest,
+    FetchRequest, FindCoordinatorRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
+use crate::auth::session::{Gate, Session};
 use crate::controller_channels::ControllerChannels;
 use crate::replica_manager::BrokerCore;
+use authz::Who;
+use connection::ConnError;
 use frame::FrameError;
 use producer_ids::ProducerIds;
+use routes::{forward, group_api};
 
 /// `socket.request.max.bytes`: Kafka's default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
-/// `connections.max.idle.ms`: a connection silent this long is closed.
-const IDLE: Duration = Duration::from_secs(600);
 
 /// Serves Kafka clients on `listener` until the task is aborted.
 pub async fn serve(
@@ -59,6 +69,7 @@ pub async fn serve(
     controller: Option<ControllerChannels>,
     metastore: metastore::Client,
     max_request_bytes: usize,
+    security: crate::auth::ListenerSecurity,
 ) {
     // Kafka's answers always name the cluster (librdkafka's describe_cluster() crashes its
     // process on a Metadata answer without one), so clients wait in the accept queue until the
@@ -82,7 +93,33 @@ pub async fn serve(
     );
     // Stops with the listener: the runtime's loop ends when this task is aborted.
     let _runtime = AbortOnDrop(tokio::spawn(runtime.clone().run()));
+    // The quotas this broker enforces, followed from the metastore.
+    let quotas = Arc::new(throttling::Quotas::new(core.config.clock.clone()));
+    let _quotas = AbortOnDrop(tokio::spawn(throttling::follow(metastore.clone(), quotas.clone())));
+    // A TLS listener's certificates, read again when their files change.
+    let tls = match security.tls.clone().filter(|_| security.protocol.tls()) {
+        Some(files) => match crate::auth::tls::Reloading::new(files) {
+            Ok(t) => Some(Arc::new(t)),
+            Err(e) => {
+                tracing::error!(error = %e, "kafka listener: the TLS certificates do not load; not serving");
+                return;
+            }
+        },
+        None => None,
+    };
+    let _tls = tls
+        .clone()
+        .map(|t| AbortOnDrop(tokio::spawn(t.watch(connection::TLS_RELOAD_EVERY))));
+    // Who may log in and what each principal may do, followed from the metastore.
+    let security = Arc::new(crate::auth::view::SecurityView::new(security));
+    let _security = AbortOnDrop(tokio::spawn(crate::auth::view::follow(
+        metastore.clone(),
+        security.clone(),
+    )));
     let ctx = Arc::new(Context {
+        security,
+        quotas,
+        metastore: metastore.clone(),
         ids: ProducerIds::new(metastore.clone()),
         controller,
         groups: groups::Groups::new(runtime),
@@ -100,129 +137,14 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let core = core.clone();
         let ctx = ctx.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             // Kafka names a member's host as `/ip`.
             let host = format!("/{}", peer.ip());
-            if let Err(e) = connection(stream, &core, &ctx, &host, max_request_bytes).await {
+            if let Err(e) = connection::accept(stream, tls.as_deref(), &core, &ctx, &host, max_request_bytes).await {
                 tracing::info!(%peer, error = %e, "kafka connection closed");
             }
         });
-    }
-}
-
-/// Why a connection ended.
-#[derive(Debug, thiserror::Error)]
-enum ConnError {
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("{0}")]
-    Frame(#[from] FrameError),
-    #[error("API key {0} version {1} is not served")]
-    Unsupported(i16, i16),
-    #[error("idle for {0:?}")]
-    Idle(Duration),
-}
-
-/// One client connection: requests are read as they come and answered in order. Produce
-/// requests are pipelined: each is appended to the logs at once, in the order it came, and its
-/// wait for the in-sync replicas overlaps the next requests' (Kafka handles one request per
-/// connection at a time; a producer with several in flight gains from this). Any other request
-/// waits for those before it, so its effects keep their order.
-async fn connection(
-    stream: TcpStream,
-    core: &Arc<BrokerCore>,
-    ctx: &Context,
-    host: &str,
-    max: usize,
-) -> Result<(), ConnError> {
-    let (rd, mut wr) = stream.into_split();
-    let (tx, mut frames) = tokio::sync::mpsc::channel(MAX_IN_FLIGHT);
-    // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
-    let reader = tokio::spawn(read_frames(rd, max, tx));
-    let _stop_reader = AbortOnDrop(reader);
-    let mut inflight: FuturesOrdered<Answer<'_>> = FuturesOrdered::new();
-    loop {
-        tokio::select! {
-            Some(done) = inflight.next(), if !inflight.is_empty() => send(&mut wr, done).await?,
-            frame = frames.recv(), if inflight.len() < MAX_IN_FLIGHT => {
-                let Some(frame) = frame else {
-                    // The client is gone: answer what is in flight first.
-                    return drain(&mut inflight, &mut wr).await;
-                };
-                let frame = frame?;
-                let produce = frame::key_and_version(&frame).is_ok_and(|(key, _)| key == ApiKey::Produce as i16);
-                if !produce {
-                    drain(&mut inflight, &mut wr).await?;
-                    send(&mut wr, handle(core, ctx, host, frame).await).await?;
-                    continue;
-                }
-                // Polled once here, the request's appends happen now, in arrival order; what is
-                // left is the wait for the in-sync replicas.
-                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, host, frame));
-                match futures::poll!(&mut answer) {
-                    std::task::Poll::Ready(r) => inflight.push_back(Box::pin(futures::future::ready(r))),
-                    std::task::Poll::Pending => inflight.push_back(answer),
-                }
-            }
-        }
-    }
-}
-
-/// One request's answer, still to come.
-type Answer<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Bytes>, ConnError>> + Send + 'a>>;
-
-/// Writes one answer, if the request has one.
-async fn send(
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
-    done: Result<Option<Bytes>, ConnError>,
-) -> Result<(), ConnError> {
-    if let Some(response) = done? {
-        wr.write_all(&response).await?;
-    }
-    Ok(())
-}
-
-/// Writes every answer in flight, in order.
-async fn drain(
-    inflight: &mut FuturesOrdered<Answer<'_>>,
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
-) -> Result<(), ConnError> {
-    while let Some(done) = inflight.next().await {
-        send(wr, done).await?;
-    }
-    Ok(())
-}
-
-/// Requests read ahead of their answers on one connection.
-const MAX_IN_FLIGHT: usize = 8;
-
-/// Reads frames until the client goes, idles out, or sends a frame that is refused (which is
-/// sent on as the last item).
-async fn read_frames(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
-    max: usize,
-    tx: tokio::sync::mpsc::Sender<Result<Bytes, ConnError>>,
-) {
-    loop {
-        let size = match tokio::time::timeout(IDLE, rd.read_i32()).await {
-            Err(_) => Err(ConnError::Idle(IDLE)),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
-            Ok(r) => r.map_err(ConnError::from),
-        };
-        let frame = match size.and_then(|s| Ok(frame::check_size(s, max)?)) {
-            Ok(size) => {
-                let mut buf = vec![0u8; size];
-                match rd.read_exact(&mut buf).await {
-                    Ok(_) => Ok(Bytes::from(buf)),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            Err(e) => Err(e),
-        };
-        let last = frame.is_err();
-        if tx.send(frame).await.is_err() || last {
-            return;
-        }
     }
 }
 
@@ -241,11 +163,21 @@ async fn handle(
     core: &Arc<BrokerCore>,
     ctx: &Context,
     host: &str,
+    session: &parking_lot::Mutex<Session>,
+    mute: &throttling::Mute,
     mut frame: Bytes,
 ) -> Result<Option<Bytes>, ConnError> {
+    // What a produce counts against its client's quota, as Kafka counts it: the whole request.
+    let request_bytes = frame.len();
     let (key, version) = frame::key_and_version(&frame)?;
     let api = ApiKey::try_from(key).map_err(|_| ConnError::Unsupported(key, version))?;
+    if let Gate::Close(why) = session.lock().gate(api, std::time::Instant::now()) {
+        return Err(ConnError::Sasl(why));
+    }
     let served = apis::served(key, version);
+    if apis::advertised_only(key, version) {
+        return Ok(old_versions::answer(api, version, frame)?);
+    }
     if !served && api != ApiKey::ApiVersions {
         return Err(ConnError::Unsupported(key, version));
     }
@@ -257,6 +189,20 @@ async fn handle(
     let started = std::time::Instant::now();
     if let Some((fields, flexible)) = schemas::schema(api, version) {
         walk::walk(&frame, &fields, flexible)?;
+    }
+    let who = Who::new(&ctx.security, core, session.lock().principal().to_string(), host);
+    if let Some(op) = authz::cluster_operation(api) {
+        let allowed = who.cluster(op);
+        who.audit(api, op, "Cluster:kafka-cluster", allowed);
+        if !allowed {
+            let why = format!("{} may not {op} the cluster", who.principal);
+            return refusals::cluster_refused(api, version, c, &mut frame, &why)
+                .unwrap_or(Err(ConnError::Unsupported(key, version)))
+                .map(Some);
+        }
+    }
+    if let Some(answer) = authz_admin::check(&who, api, version, c, &frame, &core.view.read()) {
+        return answer.map(Some);
     }
     let answer = match api {
         ApiKey::ApiVersions if !served => {
@@ -279,7 +225,9 @@ async fn handle(
                 }
                 _ => None,
             };
+            let named = topics.is_some();
             let mut answer = apis::metadata(&core.view.read(), topics, core.id);
+            authz::metadata(&who, &mut answer, named);
             if version == 0 {
                 // v0 has no internal flag, and a field a version lacks must keep its default.
                 answer.topics.iter_mut().for_each(|t| t.is_internal = false);
@@ -291,19 +239,38 @@ async fn handle(
             respond(api, version, c, &answer)
         }
         ApiKey::Produce => {
-            let req = ProduceRequest::decode(&mut frame, version).map_err(malformed)?;
-            match data::produce(core, req, version).await {
-                Some(answer) => respond(api, version, c, &answer),
+            let mut req = ProduceRequest::decode(&mut frame, version).map_err(malformed)?;
+            let denied = authz::produce(&who, &mut req);
+            // Recorded before the append, so the mute holds the connection's next request.
+            let throttle = ctx.quotas.produce(mute, &client_id(&header), request_bytes);
+            let answer = data::produce(core, req, version).await;
+            throttling::hold(api, version, throttle).await;
+            match answer {
+                Some(mut answer) => {
+                    authz::produce_denied(&mut answer, denied);
+                    answer.throttle_time_ms = throttle;
+                    respond(api, version, c, &answer)
+                }
                 None => return Ok(None),
             }
         }
         ApiKey::Fetch => {
-            let req = FetchRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &data::fetch(core, req, version).await)
+            let mut req = FetchRequest::decode(&mut frame, version).map_err(malformed)?;
+            let denied = authz::fetch(&who, &mut req, version);
+            let client = client_id(&header);
+            ctx.quotas.cap_fetch(&client, &mut req.max_bytes);
+            let mut answer = data::fetch(core, req, version).await;
+            authz::fetch_denied(&mut answer, denied);
+            let throttle = ctx.quotas.fetched(mute, &client, &mut answer, version);
+            throttling::hold(api, version, throttle).await;
+            respond(api, version, c, &answer)
         }
         ApiKey::ListOffsets => {
-            let req = ListOffsetsRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &data::list_offsets(core, req, version))
+            let mut req = ListOffsetsRequest::decode(&mut frame, version).map_err(malformed)?;
+            let denied = authz::list_offsets(&who, &mut req);
+            let mut answer = data::list_offsets(core, req, version);
+            authz::list_offsets_denied(&mut answer, denied);
+            respond(api, version, c, &answer)
         }
         ApiKey::OffsetForLeaderEpoch => {
             let req = OffsetForLeaderEpochRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -315,11 +282,20 @@ async fn handle(
         }
         ApiKey::InitProducerId => {
             let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
+            if req.transactional_id.is_none() && !authz::idempotent_producer(&who) {
+                let mut r = kafka_protocol::messages::InitProducerIdResponse::default();
+                r.error_code = apis::wire(ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
+                r.producer_id = kafka_protocol::messages::ProducerId(-1);
+                r.producer_epoch = -1;
+                return respond(api, version, c, &r).map(Some);
+            }
             respond(api, version, c, &producer_ids::init_producer_id(&ctx.ids, &req).await)
         }
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
-            let answer = groups::find_coordinator(&ctx.groups, core, ctx.controller.as_ref(), req, version).await;
+            let asked = req.clone();
+            let mut answer = groups::find_coordinator(&ctx.groups, core, ctx.controller.as_ref(), req, version).await;
+            authz_groups::find_coordinator(&who, &asked, &mut answer);
             respond(api, version, c, &answer)
         }
         ApiKey::JoinGroup
@@ -335,7 +311,7 @@ async fn handle(
         | ApiKey::ConsumerGroupHeartbeat
         | ApiKey::ConsumerGroupDescribe => {
             let client = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-            group_api(api, version, c, core, &ctx.groups, &mut frame, host, &client).await
+            group_api(api, version, c, core, &ctx.groups, &mut frame, &who, host, &client).await
         }
         ApiKey::DescribeCluster => {
             DescribeClusterRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -346,6 +322,19 @@ async fn handle(
                 c,
                 &admin::describe_cluster(&core.view.read(), core.id, id),
             )
+        }
+        ApiKey::DescribeQuorum => {
+            let req = DescribeQuorumRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &quorum::describe(&ctx.metastore, &req).await)
+        }
+        ApiKey::SaslHandshake => {
+            let req = SaslHandshakeRequest::decode(&mut frame, version).map_err(malformed)?;
+            respond(api, version, c, &sasl_apis::handshake(session, &req))
+        }
+        ApiKey::SaslAuthenticate => {
+            let req = SaslAuthenticateRequest::decode(&mut frame, version).map_err(malformed)?;
+            let answer = sasl_apis::authenticate(core, session, &ctx.security, &req).await;
+            respond(api, version, c, &answer)
         }
         ApiKey::DescribeLogDirs => {
             let req = DescribeLogDirsRequest::decode(&mut frame, version).map_err(malformed)?;
@@ -363,11 +352,18 @@ async fn handle(
         | ApiKey::CreatePartitions
         | ApiKey::ElectLeaders
         | ApiKey::AlterPartitionReassignments
-        | ApiKey::ListPartitionReassignments => {
+        | ApiKey::ListPartitionReassignments
+        | ApiKey::DescribeClientQuotas
+        | ApiKey::AlterClientQuotas
+        | ApiKey::DescribeUserScramCredentials
+        | ApiKey::AlterUserScramCredentials
+        | ApiKey::CreateAcls
+        | ApiKey::DescribeAcls
+        | ApiKey::DeleteAcls => {
             let Some(ch) = ctx.controller.as_ref() else {
                 return Err(ConnError::Unsupported(key, version));
             };
-            forward(api, version, c, ch, &mut frame).await
+            forward(api, version, c, ch, core, &mut frame).await
         }
         _ => Err(ConnError::Unsupported(key, version)),
     }?;
@@ -383,9 +379,15 @@ async fn handle(
 
 /// What every connection of the listener shares.
 struct Context {
+    /// Credentials, ACLs and the listener's security settings.
+    security: Arc<crate::auth::view::SecurityView>,
+    /// The metastore, whose Raft quorum DescribeQuorum describes.
+    metastore: metastore::Client,
     ids: ProducerIds,
     controller: Option<ControllerChannels>,
     groups: groups::Groups,
+    /// Client quotas, enforced on produce and fetch.
+    quotas: Arc<throttling::Quotas>,
     /// The cluster's id (`/cluster/id`).
     cluster_id: Arc<parking_lot::RwLock<String>>,
 }
@@ -408,126 +410,9 @@ async fn read_cluster_id(client: &metastore::Client, into: &parking_lot::RwLock<
     }
 }
 
-/// Decodes a group or offset request, has the coordinator carry it out, and encodes the answer.
-#[allow(clippy::too_many_arguments)]
-async fn group_api(
-    api: ApiKey,
-    version: i16,
-    c: i32,
-    core: &BrokerCore,
-    g: &groups::Groups,
-    frame: &mut Bytes,
-    host: &str,
-    client: &str,
-) -> Result<Bytes, ConnError> {
-    match api {
-        ApiKey::JoinGroup => {
-            let req = JoinGroupRequest::decode(frame, version).map_err(malformed)?;
-            respond(
-                api,
-                version,
-                c,
-                &groups::join_group(g, req, version, host, client).await,
-            )
-        }
-        ApiKey::SyncGroup => {
-            let req = SyncGroupRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::sync_group(g, req, version).await)
-        }
-        ApiKey::Heartbeat => {
-            let req = HeartbeatRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::heartbeat(g, req).await)
-        }
-        ApiKey::LeaveGroup => {
-            let req = LeaveGroupRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::leave_group(g, req, version).await)
-        }
-        ApiKey::OffsetCommit => {
-            let req = OffsetCommitRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &offsets::offset_commit(g, req).await)
-        }
-        ApiKey::OffsetFetch => {
-            let req = OffsetFetchRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &offsets::offset_fetch(g, req, version).await)
-        }
-        ApiKey::ListGroups => {
-            let req = ListGroupsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::list_groups(g, req, version).await)
-        }
-        ApiKey::DescribeGroups => {
-            let req = DescribeGroupsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::describe_groups(g, req, version).await)
-        }
-        ApiKey::DeleteGroups => {
-            let req = DeleteGroupsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &groups::delete_groups(g, req).await)
-        }
-        ApiKey::ConsumerGroupHeartbeat => {
-            let req = ConsumerGroupHeartbeatRequest::decode(frame, version).map_err(malformed)?;
-            respond(
-                api,
-                version,
-                c,
-                &consumer_groups::heartbeat(g, core, req, host, client).await,
-            )
-        }
-        ApiKey::ConsumerGroupDescribe => {
-            let req = ConsumerGroupDescribeRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &consumer_groups::describe(g, core, req).await)
-        }
-        _ => {
-            let req = OffsetDeleteRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &offsets::offset_delete(g, req).await)
-        }
-    }
-}
-
-/// Decodes an admin request, has the controller carry it out, and encodes the answer.
-async fn forward(
-    api: ApiKey,
-    version: i16,
-    c: i32,
-    ch: &ControllerChannels,
-    frame: &mut Bytes,
-) -> Result<Bytes, ConnError> {
-    match api {
-        ApiKey::CreateTopics => {
-            let req = CreateTopicsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &admin::create_topics(ch, req, version).await)
-        }
-        ApiKey::DeleteTopics => {
-            let req = DeleteTopicsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &admin::delete_topics(ch, req).await)
-        }
-        ApiKey::DescribeConfigs => {
-            let req = DescribeConfigsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &configs::describe_configs(ch, req, version).await)
-        }
-        ApiKey::IncrementalAlterConfigs => {
-            let req = IncrementalAlterConfigsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &configs::incremental_alter_configs(ch, req).await)
-        }
-        ApiKey::AlterConfigs => {
-            let req = AlterConfigsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &configs::alter_configs(ch, req).await)
-        }
-        ApiKey::CreatePartitions => {
-            let req = CreatePartitionsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &partitions::create_partitions(ch, req).await)
-        }
-        ApiKey::ElectLeaders => {
-            let req = ElectLeadersRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &partitions::elect_leaders(ch, req, version).await)
-        }
-        ApiKey::AlterPartitionReassignments => {
-            let req = AlterPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &admin::alter_partition_reassignments(ch, req).await)
-        }
-        _ => {
-            let req = ListPartitionReassignmentsRequest::decode(frame, version).map_err(malformed)?;
-            respond(api, version, c, &admin::list_partition_reassignments(ch, req).await)
-        }
-    }
+/// The request's client id, empty when null (as Kafka's quotas take it).
+fn client_id(header: &RequestHeader) -> String {
+    header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default()
 }
 
 fn malformed(e: impl std::fmt::Display) -> ConnError {

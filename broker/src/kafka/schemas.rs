@@ -19,7 +19,8 @@ fn when(on: bool, f: Field) -> Option<Field> {
 pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
     let fields = data_fields(api, v)
         .or_else(|| admin_fields(api, v))
-        .or_else(|| group_fields(api, v))?;
+        .or_else(|| group_fields(api, v))
+        .or_else(|| security_fields(api, v))?;
     let flexible = match api {
         ApiKey::Metadata => v >= 9,
         ApiKey::Produce => v >= 9,
@@ -33,8 +34,11 @@ pub fn schema(api: ApiKey, v: i16) -> Option<(Vec<Field>, bool)> {
         ApiKey::DescribeLogDirs | ApiKey::AlterReplicaLogDirs => v >= 2,
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
-        ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments => true,
+        ApiKey::AlterPartitionReassignments | ApiKey::ListPartitionReassignments | ApiKey::DescribeQuorum => true,
         ApiKey::AlterConfigs | ApiKey::CreatePartitions | ApiKey::ElectLeaders => v >= 2,
+        ApiKey::DescribeClientQuotas | ApiKey::AlterClientQuotas => v >= 1,
+        ApiKey::DescribeUserScramCredentials | ApiKey::AlterUserScramCredentials => true,
+        ApiKey::CreateAcls | ApiKey::DeleteAcls => v >= 2,
         ApiKey::JoinGroup => v >= 6,
         ApiKey::SyncGroup | ApiKey::LeaveGroup => v >= 4,
         ApiKey::OffsetCommit => v >= 8,
@@ -132,6 +136,7 @@ fn admin_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
             vec![Some(I32), Some(arr(vec![Field::Str, arr(vec![I32, Field::Ints(4)])]))]
         }
         ApiKey::ListPartitionReassignments => vec![Some(I32), Some(arr(vec![Field::Str, Field::Ints(4)]))],
+        ApiKey::DescribeQuorum => vec![Some(arr(vec![Field::Str, arr(vec![I32])]))],
         ApiKey::DescribeConfigs => vec![Some(arr(vec![I8, Field::Str, Field::Strs])), Some(I8), when(v >= 3, I8)],
         ApiKey::IncrementalAlterConfigs => vec![
             Some(arr(vec![I8, Field::Str, arr(vec![Field::Str, I8, Field::Str])])),
@@ -150,6 +155,42 @@ fn admin_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
         ApiKey::DescribeLogDirs => vec![Some(arr(vec![Field::Str, Field::Ints(4)]))],
         ApiKey::AlterReplicaLogDirs => vec![Some(arr(vec![Field::Str, arr(vec![Field::Str, Field::Ints(4)])]))],
         ApiKey::FindCoordinator if v >= 4 => vec![Some(I8), Some(Field::Strs)],
+        ApiKey::DescribeClientQuotas => vec![Some(arr(vec![Field::Str, I8, Field::Str])), Some(I8)],
+        ApiKey::DescribeUserScramCredentials => vec![Some(arr(vec![Field::Str]))],
+        ApiKey::AlterClientQuotas => vec![
+            Some(arr(vec![
+                arr(vec![Field::Str, Field::Str]),
+                arr(vec![Field::Str, I64, I8]),
+            ])),
+            Some(I8),
+        ],
+        _ => return None,
+    })
+}
+
+/// The security APIs' fields (SaslHandshake, SaslAuthenticate and DescribeAcls have no array).
+fn security_fields(api: ApiKey, v: i16) -> Option<Vec<Option<Field>>> {
+    let filter = || {
+        [
+            Some(I8),
+            Some(Field::Str),
+            when(v >= 1, I8),
+            Some(Field::Str),
+            Some(Field::Str),
+            Some(I8),
+            Some(I8),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    };
+    Some(match api {
+        ApiKey::CreateAcls => vec![Some(arr(filter()))],
+        ApiKey::DeleteAcls => vec![Some(arr(filter()))],
+        ApiKey::AlterUserScramCredentials => vec![
+            Some(arr(vec![Field::Str, I8])),
+            Some(arr(vec![Field::Str, I8, I32, Field::Bytes, Field::Bytes])),
+        ],
         _ => return None,
     })
 }

@@ -21,7 +21,13 @@ pub enum Field {
     Ints(usize),
     /// An array of strings (no tagged fields per element).
     Strs,
+    /// A nullable struct with these fields: Int8 -1 for null, else 1 and the struct.
+    Nullable(Vec<Field>),
 }
+
+/// Most elements one array of a request may hold, as Kafka 4.4 bounds them: a count past it is
+/// refused even when the frame is large enough to hold it.
+pub const MAX_ARRAY_ELEMENTS: usize = 1_000_000;
 
 /// Fixed-size fields by name, to keep schemas readable.
 pub const I8: Field = Field::Fixed(1);
@@ -81,6 +87,17 @@ impl Reader<'_> {
         Err(FrameError::Malformed("a varint runs over 5 bytes".into()))
     }
 
+    /// An array's element count: `None` for null; a count over [`MAX_ARRAY_ELEMENTS`] is refused.
+    fn count(&mut self, flexible: bool) -> Result<Option<usize>, FrameError> {
+        let n = self.length(flexible, true)?;
+        match n {
+            Some(n) if n > MAX_ARRAY_ELEMENTS => Err(FrameError::Malformed(format!(
+                "an array claims {n} elements, more than the {MAX_ARRAY_ELEMENTS} a request may hold"
+            ))),
+            n => Ok(n),
+        }
+    }
+
     /// A length or count: `None` for null.
     fn length(&mut self, flexible: bool, wide: bool) -> Result<Option<usize>, FrameError> {
         let n: i64 = if flexible {
@@ -125,13 +142,13 @@ impl Reader<'_> {
                     }
                 }
                 Field::Ints(size) => {
-                    if let Some(count) = self.length(flexible, true)? {
+                    if let Some(count) = self.count(flexible)? {
                         let bytes = count.checked_mul(*size).ok_or_else(|| short("an array"))?;
                         self.skip(bytes, "an array")?;
                     }
                 }
                 Field::Strs => {
-                    if let Some(count) = self.length(flexible, true)? {
+                    if let Some(count) = self.count(flexible)? {
                         // Each string takes at least its length: a count past what is left lies.
                         if count > self.rest() {
                             return Err(FrameError::Malformed(format!("{count} strings claimed")));
@@ -143,8 +160,15 @@ impl Reader<'_> {
                         }
                     }
                 }
+                Field::Nullable(inner) => {
+                    let present = *self.buf.get(self.pos).ok_or_else(|| short("a nullable struct"))?;
+                    self.pos += 1;
+                    if present as i8 >= 0 {
+                        self.fields(inner, flexible)?;
+                    }
+                }
                 Field::Array(inner) => {
-                    let Some(count) = self.length(flexible, true)? else {
+                    let Some(count) = self.count(flexible)? else {
                         continue;
                     };
                     // Every element takes at least one byte: a count past what is left lies.
@@ -167,7 +191,7 @@ impl Reader<'_> {
     }
 }
 
-/// Walks `body` (after the request header) against `schema`.
+/// Walks `body` (after the request or response header) against `schema`.
 pub fn walk(body: &[u8], schema: &[Field], flexible: bool) -> Result<(), FrameError> {
     let mut r = Reader { buf: body, pos: 0 };
     r.fields(schema, flexible)
@@ -244,6 +268,21 @@ mod tests {
     }
 
     #[test]
+    fn an_array_over_a_million_elements_is_refused_even_when_the_bytes_are_there() {
+        let bytes_of = |count: u32| {
+            let mut b = count.to_be_bytes().to_vec();
+            b.resize(4 + count as usize, 0);
+            b
+        };
+        let s = [Field::Ints(1)];
+        assert!(walk(&bytes_of(MAX_ARRAY_ELEMENTS as u32), &s, false).is_ok());
+        let e = walk(&bytes_of(MAX_ARRAY_ELEMENTS as u32 + 1), &s, false).unwrap_err();
+        assert!(e.to_string().contains("more than the 1000000"), "{e}");
+        let nested = [Field::Array(vec![I8])];
+        assert!(walk(&bytes_of(MAX_ARRAY_ELEMENTS as u32 + 1), &nested, false).is_err());
+    }
+
+    #[test]
     fn a_nested_count_that_lies_is_refused() {
         let (s, flexible) = schema(ApiKey::Produce, 3).unwrap();
         let mut b = encoded(&produce(), 3).to_vec();
@@ -258,5 +297,16 @@ mod tests {
         assert!(walk(&b, &s, flexible).is_err());
         let b = encoded(&produce(), 3);
         assert!(walk(&b[..b.len() - 1], &s, flexible).is_err());
+    }
+
+    #[test]
+    fn a_nullable_struct_is_walked_only_when_present() {
+        let s = [Field::Nullable(vec![I16]), I8];
+        // Null (-1), then the Int8; present (1), its Int16, then the Int8.
+        assert!(walk(&[0xff, 7], &s, false).is_ok());
+        assert!(walk(&[1, 0, 2, 7], &s, false).is_ok());
+        // Present but cut short.
+        assert!(walk(&[1, 0], &s, false).is_err());
+        assert!(walk(&[], &s, false).is_err());
     }
 }

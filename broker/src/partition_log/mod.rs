@@ -45,6 +45,7 @@ use crate::record_batch::{self, BatchError, BatchHeader};
 pub(crate) use error::io_err;
 pub use error::LogError;
 pub use log_start::{remove_deleted_files, DELETED_SUFFIX};
+pub use read::records_in;
 pub use replace::{CleanedSegment, SegmentFiles, SwapSegment, CLEANED_SUFFIX, SWAP_SUFFIX};
 
 use epoch_cache::EpochCache;

@@ -20,6 +20,12 @@ impl PartitionLog {
     /// Returns at least one batch if one qualifies, even if it is larger than `max_bytes`; otherwise stops
     /// before exceeding `max_bytes`. Empty at the log end offset.
     pub fn read(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<u8>, LogError> {
+        self.read_batches(offset, max_bytes, upto, true)
+    }
+
+    /// As [`read`](Self::read), but the first batch past `max_bytes` comes only when `min_one`
+    /// (a fetch's later partitions, once an earlier one returned data, keep to their limit).
+    pub fn read_batches(&self, offset: i64, max_bytes: usize, upto: i64, min_one: bool) -> Result<Vec<u8>, LogError> {
         self.check_range(offset)?;
         let mut out = Vec::new();
         if offset == self.log_end_offset() {
@@ -33,7 +39,7 @@ impl PartitionLog {
             while pos < seg.size {
                 let h = seg.header_at_checked(pos)?;
                 let taken = out.len() + (pos - run_start) as usize;
-                if h.next_offset() > upto || (taken > 0 && taken + h.total_len > max_bytes) {
+                if h.next_offset() > upto || ((taken > 0 || !min_one) && taken + h.total_len > max_bytes) {
                     done = true;
                     break;
                 }
@@ -51,26 +57,15 @@ impl PartitionLog {
     /// Decoded records with offsets in `offset..upto`, from the batches [`read`](Self::read) would return.
     pub fn read_records(&self, offset: i64, max_bytes: usize, upto: i64) -> Result<Vec<(i64, Bytes)>, LogError> {
         let raw = Bytes::from(self.read(offset, max_bytes, upto)?);
-        let mut out = Vec::new();
-        let mut pos = 0;
-        while pos < raw.len() {
-            let corrupt = |e: BatchError| LogError::Corrupt {
-                path: self.dir.clone(),
-                detail: format!("batch read at offset {offset} fails verification: {e}"),
-            };
-            let h = record_batch::parse_header(&raw[pos..])
-                .map_err(corrupt)?
-                .ok_or_else(|| {
-                    corrupt(BatchError::Incomplete {
-                        needed: 0,
-                        available: raw.len() - pos,
-                    })
-                })?;
-            let recs = record_batch::records_from_bytes(raw.slice(pos..pos + h.total_len)).map_err(corrupt)?;
-            out.extend(recs.into_iter().filter(|(o, _)| *o >= offset && *o < upto));
-            pos += h.total_len;
+        records_in(raw, offset, upto).map_err(|e| self.corrupt_read(offset, &e))
+    }
+
+    /// The error of batches read at `offset` that fail verification.
+    pub fn corrupt_read(&self, offset: i64, e: &BatchError) -> LogError {
+        LogError::Corrupt {
+            path: self.dir.clone(),
+            detail: format!("batch read at offset {offset} fails verification: {e}"),
         }
-        Ok(out)
     }
 
     /// The first batch whose largest timestamp is at or after `timestamp_ms`: its base offset and
@@ -135,4 +130,20 @@ impl PartitionLog {
         })?;
         Ok(Some((offset, ts)))
     }
+}
+
+/// The records with offsets in `from..upto` of whole batches read from a log.
+pub fn records_in(raw: Bytes, from: i64, upto: i64) -> Result<Vec<(i64, Bytes)>, BatchError> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < raw.len() {
+        let h = record_batch::parse_header(&raw[pos..])?.ok_or(BatchError::Incomplete {
+            needed: 0,
+            available: raw.len() - pos,
+        })?;
+        let recs = record_batch::records_from_bytes(raw.slice(pos..pos + h.total_len))?;
+        out.extend(recs.into_iter().filter(|(o, _)| *o >= from && *o < upto));
+        pos += h.total_len;
+    }
+    Ok(out)
 }

@@ -1,9 +1,11 @@
 //! `ferry migrate-zk`: imports a Kafka cluster's metadata from ZooKeeper into the metastore in
-//! one guarded transaction, in-flight reassignments and their throttles included. `parse` types
-//! the znodes, `plan` turns them into Ferry's keys; this module only reads and writes.
+//! one guarded transaction, in-flight reassignments and their throttles included, with the
+//! ACLs and SCRAM credentials. `parse` and `security` type the znodes, `plan` turns them into
+//! Ferry's keys; this module only reads and writes.
 
 pub mod parse;
 pub mod plan;
+pub mod security;
 pub mod zk;
 
 use std::collections::BTreeMap;
@@ -42,6 +44,8 @@ const PREFIXES: &[&str] = &[
     keys::BROKER_CONFIGS,
     keys::CLUSTER_ID,
     keys::REASSIGN_CANCEL,
+    keys::ACLS,
+    keys::SCRAM_USERS,
 ];
 
 fn secs(t: Instant) -> String {
@@ -52,9 +56,13 @@ fn secs(t: Instant) -> String {
 pub async fn run(a: MigrateZkArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let zk = zk::connect(&a.zookeeper).await?;
-    let raw = zk::read(&zk).await?;
+    let mut raw = zk::read(&zk).await?;
+    let (security, refused) = zk::read_security(&zk).await?;
+    raw.extend(security);
     let read_time = secs(started);
-    let cluster = parse::parse(&raw)?;
+    let mut cluster = parse::parse(&raw)?;
+    security::parse_into(&raw, &mut cluster);
+    cluster.problems.extend(refused);
     let plan = plan::plan(&cluster);
     eprintln!(
         "Read {} znodes from ZooKeeper in {read_time}; {} keys planned.",
@@ -236,6 +244,11 @@ async fn import_once(client: &metastore::Client, plan: &Plan) -> anyhow::Result<
 pub fn differences(plan: &Plan, stored: &BTreeMap<String, pb::KeyValue>) -> Vec<String> {
     let mut out = Vec::new();
     for (k, v) in &plan.writes {
+        let ours = stored.get(k).map(|kv| kv.value.as_ref());
+        if let Some(d) = plan::security_differences(k, Some(v), ours) {
+            out.extend(d);
+            continue;
+        }
         match stored.get(k) {
             None => out.push(format!("{k}: in ZooKeeper {}, missing in Ferry", v.describe())),
             Some(kv) => match v.decode_like(&kv.value) {
@@ -250,7 +263,11 @@ pub fn differences(plan: &Plan, stored: &BTreeMap<String, pb::KeyValue>) -> Vec<
         }
     }
     // What Ferry holds of the imported kinds that ZooKeeper does not.
-    for k in stored.keys().filter(|k| !plan.writes.contains_key(*k)) {
+    for (k, kv) in stored.iter().filter(|(k, _)| !plan.writes.contains_key(*k)) {
+        if let Some(d) = plan::security_differences(k, None, Some(kv.value.as_ref())) {
+            out.extend(d);
+            continue;
+        }
         let topic_of = |t: &str| plan.writes.contains_key(&keys::topic(t));
         let extra = match keys::parse_topic_key(k) {
             Some(keys::TopicKey::Partition(t, _)) => topic_of(t),

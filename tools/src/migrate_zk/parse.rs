@@ -145,6 +145,8 @@ pub struct ZkCluster {
     pub throttled_rates_removal: BTreeSet<i32>,
     /// `/admin/delete_topics/*`.
     pub delete_topics: BTreeSet<String>,
+    /// ACLs and SCRAM credentials.
+    pub security: ZkSecurity,
     /// Malformed znodes, dropped from the above.
     pub problems: Vec<Invalid>,
     /// Things read but not imported, for people.
@@ -352,6 +354,15 @@ pub fn parse(raw: &RawSnapshot) -> Result<ZkCluster, Fatal> {
     parse_configs(raw, &mut c);
     parse_admin(raw, &mut c);
     Ok(c)
+}
+
+/// The ACLs and credentials read from ZooKeeper (typed by `security::parse_into`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ZkSecurity {
+    /// Each resource pattern's entries, by key (its znode's path, which is Ferry's key too).
+    pub acls: BTreeMap<String, BTreeSet<proto::acl::AccessControlEntry>>,
+    /// Each user's SCRAM credentials, sorted by mechanism as Ferry stores them.
+    pub users: BTreeMap<String, proto::ferry::ScramUserRecord>,
 }
 
 /// The registered brokers, under `/brokers/ids`.

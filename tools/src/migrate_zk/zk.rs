@@ -6,7 +6,8 @@ use std::time::Duration;
 use futures::{stream, StreamExt, TryStreamExt};
 use zookeeper_client as zkc;
 
-use super::parse::{self, RawSnapshot, Znode};
+use super::parse::{self, invalid, Invalid, RawSnapshot, Znode};
+use super::security;
 
 /// Requests kept in flight, pipelined on one connection (ZooKeeper's default
 /// globalOutstandingLimit is 1000).
@@ -51,8 +52,16 @@ pub async fn connect(addr: &str) -> Result<zkc::Client, ZkError> {
     }
 }
 
-/// Reads each path's data; a missing znode is `None`.
-async fn get_all(zk: &zkc::Client, paths: Vec<String>) -> Result<Vec<(String, Option<Znode>)>, ZkError> {
+/// One read's result, or the problem of a znode whose ZooKeeper ACL hides it from this session.
+type Outcome<T> = Result<T, Invalid>;
+
+/// Reads each path's data; a missing znode is `None`. With `tolerate_refusal`, a znode that
+/// ZooKeeper's ACL hides from this session (NoAuth) is a problem of its own instead of an error.
+async fn get_each(
+    zk: &zkc::Client,
+    paths: Vec<String>,
+    tolerate_refusal: bool,
+) -> Result<Vec<(String, Outcome<Option<Znode>>)>, ZkError> {
     stream::iter(paths)
         .map(|path| {
             let f = zk.get_data(&path);
@@ -60,13 +69,17 @@ async fn get_all(zk: &zkc::Client, paths: Vec<String>) -> Result<Vec<(String, Op
                 match f.await {
                     Ok((data, stat)) => Ok((
                         path,
-                        Some(Znode {
+                        Ok(Some(Znode {
                             data,
                             version: stat.version,
                             ctime_ms: stat.ctime,
-                        }),
+                        })),
                     )),
-                    Err(zkc::Error::NoNode) => Ok((path, None)),
+                    Err(zkc::Error::NoNode) => Ok((path, Ok(None))),
+                    Err(zkc::Error::NoAuth) if tolerate_refusal => {
+                        let refused = invalid(&path, REFUSED);
+                        Ok((path, Err(refused)))
+                    }
                     Err(source) => Err(ZkError::Read { path, source }),
                 }
             }
@@ -76,15 +89,33 @@ async fn get_all(zk: &zkc::Client, paths: Vec<String>) -> Result<Vec<(String, Op
         .await
 }
 
-/// Lists each parent's children as full paths; a missing parent has none.
-async fn children_of(zk: &zkc::Client, parents: Vec<String>) -> Result<Vec<String>, ZkError> {
-    let lists: Vec<Vec<String>> = stream::iter(parents)
+/// Why a znode ZooKeeper would not show is left out.
+const REFUSED: &str = "ZooKeeper refused to read it (NoAuth: its ZooKeeper ACL does not let this session read it)";
+
+/// Reads each path's data; a missing znode is `None`.
+async fn get_all(zk: &zkc::Client, paths: Vec<String>) -> Result<Vec<(String, Option<Znode>)>, ZkError> {
+    Ok(get_each(zk, paths, false)
+        .await?
+        .into_iter()
+        .filter_map(|(p, n)| Some((p, n.ok()?)))
+        .collect())
+}
+
+/// Lists each parent's children as full paths; a missing parent has none. With
+/// `tolerate_refusal`, a parent ZooKeeper refuses to list is a problem instead of an error.
+async fn children_each(
+    zk: &zkc::Client,
+    parents: Vec<String>,
+    tolerate_refusal: bool,
+) -> Result<(Vec<String>, Vec<Invalid>), ZkError> {
+    let lists: Vec<Outcome<Vec<String>>> = stream::iter(parents)
         .map(|parent| {
             let f = zk.list_children(&parent);
             async move {
                 match f.await {
-                    Ok(names) => Ok(names.into_iter().map(|n| format!("{parent}/{n}")).collect()),
-                    Err(zkc::Error::NoNode) => Ok(vec![]),
+                    Ok(names) => Ok(Ok(names.into_iter().map(|n| format!("{parent}/{n}")).collect())),
+                    Err(zkc::Error::NoNode) => Ok(Ok(vec![])),
+                    Err(zkc::Error::NoAuth) if tolerate_refusal => Ok(Err(invalid(&parent, REFUSED))),
                     Err(source) => Err(ZkError::Read { path: parent, source }),
                 }
             }
@@ -92,7 +123,46 @@ async fn children_of(zk: &zkc::Client, parents: Vec<String>) -> Result<Vec<Strin
         .buffered(IN_FLIGHT)
         .try_collect()
         .await?;
-    Ok(lists.into_iter().flatten().collect())
+    let (mut paths, mut refused) = (Vec::new(), Vec::new());
+    for l in lists {
+        match l {
+            Ok(children) => paths.extend(children),
+            Err(e) => refused.push(e),
+        }
+    }
+    Ok((paths, refused))
+}
+
+/// Lists each parent's children as full paths; a missing parent has none.
+async fn children_of(zk: &zkc::Client, parents: Vec<String>) -> Result<Vec<String>, ZkError> {
+    Ok(children_each(zk, parents, false).await?.0)
+}
+
+/// Reads the ACL znodes (`<root>/<Type>/<name>` under both roots, as Kafka's authorizer reads
+/// them: not the change notifications beside them) and the users' config znodes. A znode
+/// ZooKeeper refuses to show is returned as a problem and the rest is still read: Kafka makes
+/// `/config/users` readable by its brokers only when `zookeeper.set.acl` is on.
+pub async fn read_security(zk: &zkc::Client) -> Result<(RawSnapshot, Vec<Invalid>), ZkError> {
+    let roots = [security::LITERAL_ACLS, security::PREFIXED_ACLS]
+        .map(String::from)
+        .to_vec();
+    let (types, mut refused) = children_each(zk, roots, true).await?;
+    let (mut paths, more) = children_each(zk, types, true).await?;
+    refused.extend(more);
+    let (users, more) = children_each(zk, vec![security::USERS.to_string()], true).await?;
+    refused.extend(more);
+    paths.extend(users);
+    let mut raw = RawSnapshot::new();
+    for (path, got) in get_each(zk, paths, true).await? {
+        match got {
+            Ok(Some(n)) => {
+                raw.insert(path, n);
+            }
+            Ok(None) => {}
+            Err(e) => refused.push(e),
+        }
+    }
+    Ok((raw, refused))
 }
 
 /// Reads every znode the import uses into a snapshot.

@@ -1,10 +1,12 @@
 //! From a typed ZooKeeper snapshot to the keys and values Ferry stores: partition states,
-//! reassignments with their original replicas, owned throttles, configs, the cluster id.
+//! reassignments with their original replicas, owned throttles, configs, the cluster id, ACLs
+//! and SCRAM credentials.
 //! Znodes that contradict each other are reported by path; the unit they belong to is left out.
 
 mod model;
 mod moves;
 mod render;
+mod security;
 mod throttles;
 mod topic;
 
@@ -16,6 +18,7 @@ use proto::keys;
 use super::parse::{self, ZkCluster};
 pub use model::{Plan, Value};
 use moves::Partitions;
+pub use security::security_differences;
 
 /// Plans the import of a typed snapshot. Problems (from parsing and from here) are in
 /// `skipped`; the caller refuses to write unless it was asked to skip them.
@@ -39,6 +42,7 @@ pub fn plan(c: &ZkCluster) -> Plan {
     throttles::broker_configs(c, &mut out);
     throttles::note_unowned_rates(c, &ps, &mut out.notes);
     write_planned(c, &topics, ps, &mut out);
+    security::plan_security(&c.security, &mut out);
     out.skipped.sort();
     out.skipped.dedup();
     out

@@ -1,13 +1,17 @@
 //! The plan's types: the values Ferry stores and the plan that holds them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use prost::Message;
-use proto::ferry::{BrokerConfigRecord, ClusterIdRecord, PartitionState, ReassignmentRecord, TopicRecord};
+use proto::acl::{self, AccessControlEntry};
+use proto::ferry::{
+    BrokerConfigRecord, ClusterIdRecord, PartitionState, ReassignmentRecord, ScramUserRecord, TopicRecord,
+};
 use proto::keys;
 use serde_json::json;
 
 use crate::migrate_zk::parse::{Invalid, ZkBroker};
+use crate::migrate_zk::security::mechanism_name;
 
 /// A value Ferry stores, typed so that a re-run compares decoded values, not bytes (protobuf
 /// maps encode in no fixed order).
@@ -23,6 +27,10 @@ pub enum Value {
     Reassignment(ReassignmentRecord),
     /// `/config/brokers/<id>`.
     BrokerConfig(BrokerConfigRecord),
+    /// One resource pattern's ACL entries, `/kafka-acl/...` or `/kafka-acl-extended/...`.
+    Acl(BTreeSet<AccessControlEntry>),
+    /// `/config/scram/<user>`, credentials sorted by mechanism.
+    Scram(ScramUserRecord),
 }
 
 impl Value {
@@ -34,6 +42,8 @@ impl Value {
             Value::Partition(v) => v.encode_to_vec(),
             Value::Reassignment(v) => v.encode_to_vec(),
             Value::BrokerConfig(v) => v.encode_to_vec(),
+            Value::Acl(v) => acl::encode_acls(&v.iter().cloned().collect::<Vec<_>>()),
+            Value::Scram(v) => v.encode_to_vec(),
         }
     }
 
@@ -45,6 +55,8 @@ impl Value {
             Value::Partition(_) => Value::Partition(PartitionState::decode(bytes).ok()?),
             Value::Reassignment(_) => Value::Reassignment(ReassignmentRecord::decode(bytes).ok()?),
             Value::BrokerConfig(_) => Value::BrokerConfig(BrokerConfigRecord::decode(bytes).ok()?),
+            Value::Acl(_) => Value::Acl(acl::decode_acls(bytes).ok()?.into_iter().collect()),
+            Value::Scram(_) => Value::Scram(sorted_credentials(ScramUserRecord::decode(bytes).ok()?)),
         })
     }
 
@@ -88,9 +100,25 @@ impl Value {
             Value::Reassignment(r) => json!({"original_replicas": r.original, "replicas": r.target,
                 "throttle_rate": r.throttle_rate, "submitted_ms": r.submitted_ms}),
             Value::BrokerConfig(b) => json!({"config": sorted(&b.config)}),
+            Value::Acl(entries) => {
+                let list: Vec<AccessControlEntry> = entries.iter().cloned().collect();
+                return String::from_utf8_lossy(&acl::encode_acls(&list)).into_owned();
+            }
+            // Mechanisms and iterations only: never a salt or a key.
+            Value::Scram(r) => json!(r
+                .credentials
+                .iter()
+                .map(|c| (mechanism_name(c.mechanism), json!({"iterations": c.iterations})))
+                .collect::<BTreeMap<_, _>>()),
         };
         v.to_string()
     }
+}
+
+/// A user's credentials in mechanism order, so that two records compare by content.
+fn sorted_credentials(mut r: ScramUserRecord) -> ScramUserRecord {
+    r.credentials.sort_by_key(|c| c.mechanism);
+    r
 }
 
 /// A config map in key order, for stable output.
@@ -141,7 +169,7 @@ impl Plan {
     }
 
     /// Counts for the closing line: topics, deleting topics, partitions, reassignments, owned
-    /// throttles, broker configs.
+    /// throttles, broker configs, ACLs and SCRAM users.
     pub fn summary(&self) -> String {
         let topics = self.topics().count();
         let deleting = self.topics().filter(|(_, r)| r.deleting).count();
@@ -154,8 +182,9 @@ impl Plan {
             .filter(|k| k.starts_with(keys::BROKER_CONFIGS))
             .count();
         format!(
-            "cluster {}: {topics} topics ({deleting} being deleted), {partitions} partitions, {moving} reassignments in flight ({throttled} with a throttle that goes with them), {configs} broker configs",
-            self.cluster_id
+            "cluster {}: {topics} topics ({deleting} being deleted), {partitions} partitions, {moving} reassignments in flight ({throttled} with a throttle that goes with them), {configs} broker configs, {}",
+            self.cluster_id,
+            self.security_summary()
         )
     }
 }

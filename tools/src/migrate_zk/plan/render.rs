@@ -31,6 +31,7 @@ impl Plan {
         self.render_states(&mut out);
         self.render_configs(&mut out);
         self.render_moves(&mut out);
+        self.render_security(&mut out);
         self.render_remarks(&mut out);
         out
     }

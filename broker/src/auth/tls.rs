@@ -1,0 +1,225 @@
+//! TLS for the Kafka listener (SSL and SASL_SSL), with Kafka's settings: a PEM keystore
+//! (`ssl.keystore.location`: the certificate chain and its private key), a PEM truststore
+//! (`ssl.truststore.location`: the CAs that sign client certificates) and `ssl.client.auth`.
+//! The files are read again when they change, so a renewed certificate is served without a
+//! restart; a change that does not load is logged and the old one is kept.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+/// `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// Clients present no certificate.
+    #[default]
+    None,
+    /// A client may present one; it must then be trusted.
+    Requested,
+    /// Every client must present a trusted certificate.
+    Required,
+}
+
+impl ClientAuth {
+    /// Kafka's spelling: `required`, `requested` or `none`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Self::None),
+            "requested" => Ok(Self::Requested),
+            "required" => Ok(Self::Required),
+            _ => Err(format!(
+                "ssl.client.auth: {s:?} is not one of required, requested, none"
+            )),
+        }
+    }
+}
+
+/// Where the listener's certificates are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// `ssl.keystore.location`: PEM, the certificate chain and the private key.
+    pub keystore: PathBuf,
+    /// `ssl.truststore.location`: PEM CAs for client certificates.
+    pub truststore: Option<PathBuf>,
+    /// `ssl.client.auth`.
+    pub client_auth: ClientAuth,
+}
+
+/// Why the certificates cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file cannot be read or holds no usable PEM.
+    #[error("{setting} {path}: {reason}")]
+    File {
+        /// Kafka's name of the setting.
+        setting: &'static str,
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the combination.
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+fn file_error(setting: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+    TlsError::File {
+        setting,
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+// ring rather than aws-lc-rs: no cmake, a much shorter build; it lacks only the post-quantum
+// key exchange that rustls marks it deprecated for.
+#[allow(deprecated)]
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The server config the files make.
+pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+    let ks = "ssl.keystore.location";
+    let pem = std::fs::read(&files.keystore).map_err(|e| file_error(ks, &files.keystore, e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| file_error(ks, &files.keystore, e))?;
+    if chain.is_empty() {
+        return Err(file_error(ks, &files.keystore, "holds no certificate"));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&pem)
+        .map_err(|e| file_error(ks, &files.keystore, format!("private key: {e}")))?;
+    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = match (files.client_auth, &files.truststore) {
+        (ClientAuth::None, _) => builder.with_no_client_auth(),
+        (_, None) => {
+            return Err(file_error(
+                "ssl.truststore.location",
+                Path::new(""),
+                "ssl.client.auth requested or required needs a truststore",
+            ))
+        }
+        (auth, Some(ts)) => {
+            let setting = "ssl.truststore.location";
+            let pem = std::fs::read(ts).map_err(|e| file_error(setting, ts, e))?;
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(&pem) {
+                roots
+                    .add(c.map_err(|e| file_error(setting, ts, e))?)
+                    .map_err(|e| file_error(setting, ts, e))?;
+            }
+            if roots.is_empty() {
+                return Err(file_error(setting, ts, "holds no certificate"));
+            }
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+            let v = if auth == ClientAuth::Requested {
+                v.allow_unauthenticated()
+            } else {
+                v
+            };
+            builder.with_client_cert_verifier(v.build().map_err(|e| file_error(setting, ts, e))?)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key)?;
+    config.alpn_protocols.clear();
+    Ok(Arc::new(config))
+}
+
+/// The principal a client certificate names, as Kafka's default mapping makes it: `User:`
+/// and the subject's distinguished name as RFC 2253 writes it (Java's `X500Principal`).
+pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    // x509-parser walks the RDNs in their encoded order; RFC 2253 writes them last first.
+    let mut parts: Vec<String> = parsed
+        .subject()
+        .iter_rdn()
+        .flat_map(|rdn| {
+            rdn.iter()
+                .map(|a| (a.attr_type().clone(), a.as_str().map(str::to_string)))
+        })
+        .filter_map(|(oid, v)| Some(format!("{}={}", short_name(&oid)?, v.ok()?)))
+        .collect();
+    parts.reverse();
+    Some(format!("User:{}", parts.join(",")))
+}
+
+fn short_name(oid: &x509_parser::der_parser::oid::Oid<'_>) -> Option<&'static str> {
+    let known: &[(&str, &str)] = &[
+        ("2.5.4.3", "CN"),
+        ("2.5.4.6", "C"),
+        ("2.5.4.7", "L"),
+        ("2.5.4.8", "ST"),
+        ("2.5.4.10", "O"),
+        ("2.5.4.11", "OU"),
+    ];
+    let s = oid.to_id_string();
+    known.iter().find(|(id, _)| *id == s).map(|(_, n)| *n)
+}
+
+/// What each file held when last read (`None`: unreadable).
+type Contents = Vec<Option<Vec<u8>>>;
+
+/// The served config, swapped when the files change.
+pub struct Reloading {
+    files: TlsFiles,
+    current: parking_lot::RwLock<(Arc<ServerConfig>, Contents)>,
+}
+
+/// The files' bytes. Compared rather than their times: a file read while it was being written
+/// fails to load, and the rest of the write may leave its time unchanged (the kernel's clock
+/// for file times is coarse), where its bytes do change.
+fn stamps(files: &TlsFiles) -> Contents {
+    std::iter::once(&files.keystore)
+        .chain(files.truststore.iter())
+        .map(|p| std::fs::read(p).ok())
+        .collect()
+}
+
+impl Reloading {
+    /// Loads the files once; an error here stops the listener from starting.
+    pub fn new(files: TlsFiles) -> Result<Self, TlsError> {
+        let config = load(&files)?;
+        let when = stamps(&files);
+        Ok(Self {
+            files,
+            current: parking_lot::RwLock::new((config, when)),
+        })
+    }
+
+    /// The config to accept the next connection with.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.current.read().0.clone()
+    }
+
+    /// Loads the files again if they changed since the last load.
+    pub fn reload_if_changed(&self) {
+        let now = stamps(&self.files);
+        if now == self.current.read().1 {
+            return;
+        }
+        match load(&self.files) {
+            Ok(c) => {
+                tracing::info!(keystore = %self.files.keystore.display(), "TLS certificates reloaded");
+                *self.current.write() = (c, now);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "TLS certificates changed but do not load; the old ones are served");
+                self.current.write().1 = now;
+            }
+        }
+    }
+
+    /// Checks the files every `every` until the task is aborted.
+    pub async fn watch(self: Arc<Self>, every: Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            self.reload_if_changed();
+        }
+    }
+}

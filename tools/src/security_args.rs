@@ -1,0 +1,105 @@
+//! The Kafka listener's security flags, under Kafka's config names: the security protocol,
+//! `sasl.enabled.mechanisms`, the authorizer, `super.users`,
+//! `allow.everyone.if.no.acl.found`, `connections.max.reauth.ms` and
+//! `connection.failed.authentication.delay.ms`, and the TLS certificates. Flags and FERRY_*
+//! variables only (not the config file).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, bail};
+use broker::auth::tls::{ClientAuth, TlsFiles};
+use broker::auth::{ListenerSecurity, SecurityProtocol};
+use clap::Args;
+
+/// The Kafka listener's security.
+#[derive(Args, Debug, Clone)]
+pub struct SecurityArgs {
+    /// The Kafka listener's security protocol: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL
+    /// (listener.security.protocol.map).
+    #[arg(long, default_value = "PLAINTEXT", env = "FERRY_KAFKA_SECURITY_PROTOCOL")]
+    pub kafka_security_protocol: String,
+    /// The SASL mechanisms offered, comma-separated (sasl.enabled.mechanisms). PLAIN checks the
+    /// password against the user's SCRAM credentials.
+    #[arg(
+        long,
+        default_value = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+        env = "FERRY_SASL_ENABLED_MECHANISMS"
+    )]
+    pub sasl_enabled_mechanisms: String,
+    /// Check ACLs on every Kafka request (authorizer.class.name); without it everything is
+    /// allowed.
+    #[arg(long, env = "FERRY_AUTHORIZER")]
+    pub authorizer: bool,
+    /// Principals allowed everything, separated by `;` (super.users), e.g. `User:admin`.
+    #[arg(long, default_value = "", env = "FERRY_SUPER_USERS")]
+    pub super_users: String,
+    /// Allow a request on a resource that no ACL names (allow.everyone.if.no.acl.found).
+    #[arg(long, env = "FERRY_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
+    pub allow_everyone_if_no_acl_found: bool,
+    /// A SASL session must authenticate again after this long; 0 for never
+    /// (connections.max.reauth.ms).
+    #[arg(long, default_value_t = 0, env = "FERRY_CONNECTIONS_MAX_REAUTH_MS")]
+    pub connections_max_reauth_ms: u64,
+    /// A failed login's answer waits this long before the connection closes
+    /// (connection.failed.authentication.delay.ms).
+    #[arg(long, default_value_t = 100, env = "FERRY_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS")]
+    pub connection_failed_authentication_delay_ms: u64,
+    /// PEM file with the listener's certificate chain and private key (ssl.keystore.location);
+    /// read again when it changes.
+    #[arg(long, env = "FERRY_SSL_KEYSTORE_LOCATION")]
+    pub ssl_keystore_location: Option<std::path::PathBuf>,
+    /// PEM file with the CAs that sign client certificates (ssl.truststore.location).
+    #[arg(long, env = "FERRY_SSL_TRUSTSTORE_LOCATION")]
+    pub ssl_truststore_location: Option<std::path::PathBuf>,
+    /// required, requested or none (ssl.client.auth).
+    #[arg(long, default_value = "none", env = "FERRY_SSL_CLIENT_AUTH")]
+    pub ssl_client_auth: String,
+}
+
+impl SecurityArgs {
+    /// The settings, each bad value refused naming its flag.
+    pub fn settings(&self) -> anyhow::Result<ListenerSecurity> {
+        let protocol = SecurityProtocol::parse(&self.kafka_security_protocol)
+            .map_err(|e| anyhow!("--kafka-security-protocol: {e}"))?;
+        let mechanisms = ListenerSecurity::parse_mechanisms(&self.sasl_enabled_mechanisms)
+            .map_err(|e| anyhow!("--sasl-enabled-mechanisms: {e}"))?;
+        if protocol.sasl() && mechanisms.is_empty() {
+            anyhow::bail!("--sasl-enabled-mechanisms: a SASL listener needs at least one mechanism");
+        }
+        let super_users =
+            ListenerSecurity::parse_super_users(&self.super_users).map_err(|e| anyhow!("--super-users: {e}"))?;
+        let client_auth = ClientAuth::parse(&self.ssl_client_auth).map_err(|e| anyhow!("--ssl-client-auth: {e}"))?;
+        let tls = match (&self.ssl_keystore_location, protocol.tls()) {
+            (Some(keystore), true) => {
+                let files = TlsFiles {
+                    keystore: keystore.clone(),
+                    truststore: self.ssl_truststore_location.clone(),
+                    client_auth,
+                };
+                // Loaded once here so that a bad file stops the node at start, naming it.
+                broker::auth::tls::load(&files).map_err(|e| anyhow!("{e}"))?;
+                Some(files)
+            }
+            (None, true) => bail!(
+                "--ssl-keystore-location: a {} listener needs its certificate",
+                self.kafka_security_protocol
+            ),
+            (Some(_), false) => bail!(
+                "--ssl-keystore-location: the listener is {}, not SSL or SASL_SSL",
+                self.kafka_security_protocol
+            ),
+            (None, false) => None,
+        };
+        Ok(ListenerSecurity {
+            protocol,
+            mechanisms,
+            authorizer: self.authorizer,
+            super_users,
+            allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found,
+            max_reauth: (self.connections_max_reauth_ms > 0)
+                .then(|| Duration::from_millis(self.connections_max_reauth_ms)),
+            failed_authentication_delay: Duration::from_millis(self.connection_failed_authentication_delay_ms),
+            tls,
+        })
+    }
+}
