@@ -10,9 +10,16 @@ use proto::errors::ErrorCode;
 use proto::ferry::admin_client::AdminClient;
 use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::*;
+use tonic::codegen::InterceptedService;
 use tonic::transport::Channel;
 
+use crate::auth::call_identity::CallIdentity;
 use metastore::peers::{admin_channel, Peers};
+
+/// An admin client whose calls carry the client's identity.
+pub type AdminConn = AdminClient<InterceptedService<Channel, CallIdentity>>;
+/// A broker client whose calls carry the client's identity.
+pub type BrokerConn = BrokerClient<InterceptedService<Channel, CallIdentity>>;
 
 /// What a data call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +80,7 @@ pub struct ClusterClient {
     endpoints: Arc<Mutex<HashMap<i32, String>>>,
     channels: Peers,
     timeout: Duration,
+    identity: CallIdentity,
 }
 
 impl ClusterClient {
@@ -93,6 +101,7 @@ impl ClusterClient {
             endpoints: Default::default(),
             channels: Default::default(),
             timeout: Duration::from_secs(40),
+            identity: CallIdentity::default(),
         })
     }
 
@@ -103,10 +112,16 @@ impl ClusterClient {
         self
     }
 
+    /// Sends `identity` with every admin call (a node under an authorizer checks it).
+    pub fn with_identity(mut self, identity: CallIdentity) -> Self {
+        self.identity = identity;
+        self
+    }
+
     /// An admin client of one of the quorum nodes.
-    pub fn admin(&self) -> AdminClient<Channel> {
+    pub fn admin(&self) -> AdminConn {
         let i = *self.next_admin.lock() % self.admin.len();
-        AdminClient::new(self.admin[i].clone())
+        AdminClient::with_interceptor(self.admin[i].clone(), self.identity.clone())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30)
     }
@@ -134,7 +149,7 @@ impl ClusterClient {
     /// Calls the admin service, moving to another quorum node while one is unreachable.
     pub async fn admin_call<T, F, Fut>(&self, mut f: F) -> Result<T, DataError>
     where
-        F: FnMut(AdminClient<Channel>) -> Fut,
+        F: FnMut(AdminConn) -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
         let mut last = String::new();
@@ -146,6 +161,16 @@ impl ClusterClient {
                 Ok(r) => {
                     self.follow_leader_hint(r.metadata());
                     return Ok(r.into_inner());
+                }
+                // A refused login or operation is refused by every node alike: not retried.
+                Err(s) if s.code() == tonic::Code::Unauthenticated => {
+                    return Err(kafka(ErrorCode::SASL_AUTHENTICATION_FAILED.0, s.message().to_string()));
+                }
+                Err(s) if s.code() == tonic::Code::PermissionDenied => {
+                    return Err(kafka(
+                        ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
+                        s.message().to_string(),
+                    ));
                 }
                 // A request over the node's size limit fails the same way everywhere: not retried.
                 Err(s) if s.code() == tonic::Code::OutOfRange => {
@@ -197,7 +222,7 @@ impl ClusterClient {
         Ok(t)
     }
 
-    async fn leader_client(&self, topic: &str, partition: u32) -> Result<BrokerClient<Channel>, DataError> {
+    async fn leader_client(&self, topic: &str, partition: u32) -> Result<BrokerConn, DataError> {
         let key = (topic.to_string(), partition);
         let cached = self.leaders.lock().get(&key).copied();
         let leader = match cached {
@@ -229,12 +254,12 @@ impl ClusterClient {
     }
 
     /// A client of the broker at `endpoint`, over the shared connection to it.
-    fn connect(&self, endpoint: &str) -> Result<BrokerClient<Channel>, DataError> {
+    fn connect(&self, endpoint: &str) -> Result<BrokerConn, DataError> {
         let ch = self
             .channels
             .channel(endpoint)
             .map_err(|e| DataError::Unreachable(format!("{endpoint}: {e}")))?;
-        Ok(BrokerClient::new(ch)
+        Ok(BrokerClient::with_interceptor(ch, self.identity.clone())
             .max_decoding_message_size(1 << 30)
             .max_encoding_message_size(1 << 30))
     }
@@ -265,7 +290,7 @@ impl ClusterClient {
     }
 
     /// A client of one registered broker.
-    pub async fn broker(&self, id: i32) -> Result<BrokerClient<Channel>, DataError> {
+    pub async fn broker(&self, id: i32) -> Result<BrokerConn, DataError> {
         let mut endpoint = self.endpoints.lock().get(&id).cloned();
         if endpoint.is_none() {
             self.brokers().await?;

@@ -7,11 +7,14 @@ use proto::ferry::admin_client::AdminClient;
 use proto::ferry::security_client::SecurityClient;
 use tonic::codegen::InterceptedService;
 
+/// A channel whose calls carry the cluster credential.
+pub type Credentialed = InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>;
+
 /// Channels to the quorum nodes for the broker's requests to the controller (any node answers),
 /// moving on to the next node after a failure.
 #[derive(Clone)]
 pub struct ControllerChannels {
-    /// The cluster credential for the Security service (users and ACLs).
+    /// The cluster credential, sent with every call.
     credential: metastore::CredentialInterceptor,
     channels: Arc<Vec<tonic::transport::Channel>>,
     /// The address of each channel, as configured, for leader hints.
@@ -45,23 +48,25 @@ impl ControllerChannels {
         })
     }
 
-    /// A client of the node to ask next.
-    pub fn admin(&self) -> AdminClient<tonic::transport::Channel> {
-        AdminClient::new(self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone())
-            .max_decoding_message_size(1 << 30)
-            .max_encoding_message_size(1 << 30)
+    /// A client of the node to ask next, carrying the cluster credential (a node under an
+    /// authorizer admits the broker's calls by it).
+    pub fn admin(&self) -> AdminClient<Credentialed> {
+        AdminClient::with_interceptor(
+            self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone(),
+            self.credential.clone(),
+        )
+        .max_decoding_message_size(1 << 30)
+        .max_encoding_message_size(1 << 30)
     }
 
-    /// Sends `credential` (the broker's metastore client's) with Security service calls.
+    /// Sends `credential` (the broker's metastore client's) with every call.
     pub fn with_credential(mut self, credential: metastore::CredentialInterceptor) -> Self {
         self.credential = credential;
         self
     }
 
     /// A Security service client of the node to ask next, carrying the cluster credential.
-    pub fn security(
-        &self,
-    ) -> SecurityClient<InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>> {
+    pub fn security(&self) -> SecurityClient<Credentialed> {
         SecurityClient::with_interceptor(
             self.channels[self.next.load(Ordering::Relaxed) % self.channels.len()].clone(),
             self.credential.clone(),

@@ -95,10 +95,15 @@ type Call = (
     oneshot::Sender<Result<ReplicaFetchResponse, Status>>,
 );
 
+/// A client of another broker whose calls carry the cluster credential.
+pub type PeerClient = BrokerClient<crate::controller_channels::Credentialed>;
+
 /// This broker's sessions as a follower, one per leader endpoint.
 #[derive(Default)]
 pub struct FetchSessions {
     sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Call>>>,
+    /// The cluster credential a leader under an authorizer admits replication by.
+    credential: std::sync::OnceLock<metastore::CredentialInterceptor>,
 }
 
 impl FetchSessions {
@@ -123,27 +128,33 @@ impl FetchSessions {
         self.sessions.lock().values().filter(|s| !s.is_closed()).count()
     }
 
+    /// Calls to other brokers carry `credential` (the broker's metastore client's) from now on.
+    pub fn set_credential(&self, credential: metastore::CredentialInterceptor) {
+        let _ = self.credential.set(credential);
+    }
+
+    /// A client of a leader over `channel`, carrying the cluster credential once known.
+    pub fn client(&self, channel: Channel) -> PeerClient {
+        BrokerClient::with_interceptor(channel, self.credential.get().cloned().unwrap_or_default())
+            .max_decoding_message_size(1 << 30)
+            .max_encoding_message_size(1 << 30)
+    }
+
     fn session(&self, endpoint: &str, channel: Channel) -> mpsc::UnboundedSender<Call> {
         let mut sessions = self.sessions.lock();
         if let Some(s) = sessions.get(endpoint).filter(|s| !s.is_closed()) {
             return s.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(client(channel), rx));
+        tokio::spawn(run(self.client(channel), rx));
         sessions.insert(endpoint.to_string(), tx.clone());
         tx
     }
 }
 
-fn client(channel: Channel) -> BrokerClient<Channel> {
-    BrokerClient::new(channel)
-        .max_decoding_message_size(1 << 30)
-        .max_encoding_message_size(1 << 30)
-}
-
 /// One session: sends the waiting requests together and hands each answer to its caller. Ends
 /// when the stream fails; the callers then see an error and retry on a new session.
-async fn run(mut client: BrokerClient<Channel>, mut calls: mpsc::UnboundedReceiver<Call>) {
+async fn run(mut client: PeerClient, mut calls: mpsc::UnboundedReceiver<Call>) {
     let Some(first) = calls.recv().await else { return };
     let mut waiting: HashMap<u64, oneshot::Sender<Result<ReplicaFetchResponse, Status>>> = HashMap::new();
     let mut seq = 0u64;

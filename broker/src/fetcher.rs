@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proto::errors::ErrorCode;
-use proto::ferry::broker_client::BrokerClient;
 use proto::ferry::{EpochEndOffsetRequest, ReplicaFetchRequest};
-use tonic::transport::Channel;
 
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
@@ -71,12 +69,6 @@ pub fn awaits_metadata(code: ErrorCode) -> bool {
     )
 }
 
-fn client(channel: Channel) -> BrokerClient<Channel> {
-    BrokerClient::new(channel)
-        .max_decoding_message_size(1 << 30)
-        .max_encoding_message_size(1 << 30)
-}
-
 /// After a truncation nothing beyond the log end can count as committed.
 fn clamp_high_watermark(r: &Replica, leo: i64) {
     let mut st = r.state();
@@ -126,7 +118,7 @@ async fn copy_from_leader(
         .channels
         .channel(&endpoint)
         .map_err(|_| FetchError::NoEndpoint(leader))?;
-    let mut c = client(channel.clone());
+    let mut c = core.fetch_sessions.client(channel.clone());
     truncate_divergent_tail(&mut c, r, epoch).await?;
 
     let request = |offset: i64, throttle: Option<u64>| ReplicaFetchRequest {
@@ -234,7 +226,11 @@ async fn copy_from_leader(
 
 /// Drops what this replica has beyond the leader's end of our last epoch: that tail was written
 /// by a leader whose records the new leader never got.
-async fn truncate_divergent_tail(c: &mut BrokerClient<Channel>, r: &Replica, epoch: u32) -> Result<(), FetchError> {
+async fn truncate_divergent_tail(
+    c: &mut crate::fetch_session::PeerClient,
+    r: &Replica,
+    epoch: u32,
+) -> Result<(), FetchError> {
     let Some(last_epoch) = r.log().latest_epoch() else {
         return Ok(());
     };

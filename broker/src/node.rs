@@ -163,6 +163,11 @@ impl Broker {
             work_dir: self.core.levels.work_dir.clone(),
             ..Default::default()
         };
+        // Every call to the controller and to other brokers carries the cluster credential, once
+        // the client has it.
+        self.core.fetch_sessions.set_credential(client.credential_interceptor());
+        let controller =
+            ControllerChannels::new(&self.cfg.quorum).map(|c| c.with_credential(client.credential_interceptor()));
         let mut tasks = vec![
             tokio::spawn(crate::registration::register(
                 self.core.clone(),
@@ -174,8 +179,8 @@ impl Broker {
             )),
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
             tokio::spawn(crate::broker_configs::follow_config(self.core.clone(), client.clone())),
-            tokio::spawn(isr_loop(self.core.clone(), self.cfg.quorum.clone())),
-            tokio::spawn(named_dir_loop(self.core.clone(), self.cfg.quorum.clone())),
+            tokio::spawn(isr_loop(self.core.clone(), controller.clone())),
+            tokio::spawn(named_dir_loop(self.core.clone(), controller.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
             tokio::spawn(crate::dir_checkpoints::run(self.core.clone())),
             tokio::spawn(crate::retention::run(self.core.clone())),
@@ -185,8 +190,7 @@ impl Broker {
             tasks.push(tokio::spawn(crate::kafka::serve(
                 k.listener,
                 self.core.clone(),
-                crate::controller_channels::ControllerChannels::new(&self.cfg.quorum)
-                    .map(|c| c.with_credential(client.credential_interceptor())),
+                controller,
                 client.clone(),
                 k.max_request_bytes,
                 k.security,
@@ -345,8 +349,8 @@ async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
 
 /// Twice a second, replicas whose reassignment names a log dir are moved there, and those that
 /// are there are reported to the controller (see `named_dir`). A refused report waits a second.
-async fn named_dir_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
-    let Some(controller) = ControllerChannels::new(&quorum) else {
+async fn named_dir_loop(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) {
+    let Some(controller) = controller else {
         return;
     };
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -407,8 +411,8 @@ const ISR_SCAN_YIELD_EVERY: usize = 256;
 /// check whether their ISR should change, and every [`isr::full_scan_every_ms`] all of them do
 /// (for followers that lag); a change is asked of the controller, and the answer (or the
 /// metadata watch) brings the new state.
-async fn isr_loop(core: Arc<BrokerCore>, quorum: Vec<String>) {
-    let Some(controller) = ControllerChannels::new(&quorum) else {
+async fn isr_loop(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) {
+    let Some(controller) = controller else {
         tracing::error!("no quorum address to send ISR changes to");
         return;
     };

@@ -1,12 +1,15 @@
-//! The `Broker` gRPC service: produce, fetch, and the leader's side of replication.
+//! The `Broker` gRPC service: produce, fetch, and the leader's side of replication. Under an
+//! authorizer the gRPC guard admits each call; produce and fetch check their topic here.
 
 use std::sync::Arc;
 
+use proto::acl::Operation;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::Broker;
 use proto::ferry::*;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::grpc_guard::check_topic;
 use crate::produce::{self, storage_error};
 use crate::replica::{Replica, ReplicaError};
 use crate::replica_manager::BrokerCore;
@@ -113,6 +116,14 @@ impl fetch::Partitions for ClientRead<'_> {
 #[tonic::async_trait]
 impl Broker for BrokerService {
     async fn produce(&self, req: Request<ProduceRequest>) -> Result<Response<ProduceResponse>, Status> {
+        if let Err(message) = check_topic(&req, Operation::Write, &req.get_ref().topic) {
+            return Ok(Response::new(ProduceResponse {
+                error_code: ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
+                error_message: message,
+                base_offset: -1,
+                leader_hint: -1,
+            }));
+        }
         let resp = match self.produce_inner(req.into_inner()).await {
             Ok(base_offset) => ProduceResponse {
                 base_offset,
@@ -130,6 +141,15 @@ impl Broker for BrokerService {
     }
 
     async fn fetch(&self, req: Request<FetchRequest>) -> Result<Response<FetchResponse>, Status> {
+        if let Err(message) = check_topic(&req, Operation::Read, &req.get_ref().topic) {
+            return Ok(Response::new(FetchResponse {
+                error_code: ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
+                error_message: message,
+                high_watermark: -1,
+                leader_hint: -1,
+                ..Default::default()
+            }));
+        }
         let resp = self
             .fetch_inner(req.into_inner())
             .await

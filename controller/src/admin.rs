@@ -40,8 +40,10 @@ impl AdminService {
     /// An admin service that reads and writes through `client`, with the default limits.
     pub fn new(client: Client) -> Self {
         Self {
+            // Calls to brokers and to the leader's admin service carry the cluster credential:
+            // under an authorizer the caller was checked here already.
+            channels: metastore::peers::Peers::default().with_credential(client.credential_interceptor()),
             client,
-            channels: Default::default(),
             progress: Default::default(),
             plan_progress: Default::default(),
             limits: RequestLimits::default(),
@@ -80,14 +82,18 @@ impl AdminService {
     fn leader_admin<T>(
         &self,
         req: &Request<T>,
-    ) -> Option<proto::ferry::admin_client::AdminClient<tonic::transport::Channel>> {
+    ) -> Option<
+        proto::ferry::admin_client::AdminClient<
+            tonic::codegen::InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>,
+        >,
+    > {
         if req.metadata().contains_key(FORWARDED) {
             return None;
         }
         let addr = self.client.remote_leader()?;
         let channel = self.channels.channel(&addr).ok()?;
         Some(
-            proto::ferry::admin_client::AdminClient::new(channel)
+            proto::ferry::admin_client::AdminClient::with_interceptor(channel, self.channels.credential())
                 .max_decoding_message_size(1 << 30)
                 .max_encoding_message_size(1 << 30),
         )

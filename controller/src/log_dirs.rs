@@ -38,7 +38,10 @@ pub async fn describe_log_dirs(
                 Ok(c) => c,
                 Err(e) => return failed(e.to_string()),
             };
-            let mut c = BrokerClient::new(channel).max_decoding_message_size(1 << 30);
+            // The cluster credential: a broker under an authorizer admits only it, or a user
+            // allowed DESCRIBE on the cluster, which the admin service checked.
+            let mut c =
+                BrokerClient::with_interceptor(channel, channels.credential()).max_decoding_message_size(1 << 30);
             let call = c.describe_log_dirs(DescribeLogDirsRequest { topics });
             match tokio::time::timeout(Duration::from_secs(5), call).await {
                 Ok(Ok(r)) => BrokerLogDirs {

@@ -112,6 +112,8 @@ pub fn never_sent(s: &tonic::Status) -> bool {
 pub struct Peers {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     raft_lane: bool,
+    /// The cluster credential that calls over these channels carry, where their caller adds it.
+    credential: crate::CredentialInterceptor,
 }
 
 impl Peers {
@@ -136,7 +138,19 @@ impl Peers {
         Peers {
             channels: Arc::default(),
             raft_lane: true,
+            credential: self.credential.clone(),
         }
+    }
+
+    /// The same cache, whose callers add `credential` to their calls.
+    pub fn with_credential(mut self, credential: crate::CredentialInterceptor) -> Self {
+        self.credential = credential;
+        self
+    }
+
+    /// The credential calls over these channels carry (empty until given and known).
+    pub fn credential(&self) -> crate::CredentialInterceptor {
+        self.credential.clone()
     }
 
     /// A Metastore-service client to `addr`.

@@ -191,11 +191,19 @@ fn start_each(dir: &Path, brokers: i32, extra: impl Fn(i32) -> Vec<String>) -> F
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The tests' admin client calls as the cluster, as an operator with the credential file
+    // does: a node under an authorizer admits nobody else until ACLs say so.
+    let cluster = metastore::Client::new(&quorum).unwrap();
+    if let Err(e) = cluster.set_credential_file(Path::new(&crate::credential_file(&dir.join("n1")))) {
+        eprintln!("no cluster credential yet for the tests' admin client: {e}");
+    }
+    let identity = broker::auth::call_identity::CallIdentity::credential(cluster.credential_interceptor());
     Four {
         nodes,
         client: ClusterClient::new(&quorum)
             .unwrap()
-            .with_timeout(Duration::from_secs(5)),
+            .with_timeout(Duration::from_secs(5))
+            .with_identity(identity),
         meta: metastore::Client::new(&quorum).unwrap(),
     }
 }

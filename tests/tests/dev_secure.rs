@@ -1,7 +1,7 @@
 //! `ferry dev --secure`: the local cluster with TLS (a throwaway CA), SASL_SSL with
 //! SCRAM-SHA-512 and the authorizer, and a super user `admin` whose Kafka client config it
-//! prints as `client config: PATH`. Kafka's tools work with that file as it is; without a login
-//! they get nothing.
+//! prints as `client config: PATH`. Kafka's tools and `ferry`'s commands work with that file as
+//! it is; without a login they get nothing.
 
 use tests::dev::start_dev_until;
 use tests::kafka::tool;
@@ -63,4 +63,25 @@ async fn dev_secure_prints_a_client_config_that_kafkas_tools_use_as_is() {
         "",
     );
     assert!(!ok, "a client without TLS and a login is not served");
+
+    // ferry's own commands log in with the same file; without it the admin service refuses.
+    let grpc = printed
+        .iter()
+        .find_map(|l| l.strip_prefix("bootstrap: "))
+        .unwrap_or_else(|| panic!("no bootstrap line: {printed:?}"))
+        .to_string();
+    let (code, out, err) = tests::run_ferry(&[
+        "topics",
+        "--list",
+        "--bootstrap-server",
+        &grpc,
+        "--command-config",
+        &config,
+    ]);
+    assert!(code == 0 && out.lines().any(|l| l == "secure"), "{out}{err}");
+    let (code, _, err) = tests::run_ferry(&["topics", "--list", "--bootstrap-server", &grpc]);
+    assert!(
+        code != 0 && err.contains("CLUSTER_AUTHORIZATION_FAILED") && err.contains("User:ANONYMOUS"),
+        "{err}"
+    );
 }

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::console::HttpServer;
+use broker::auth::grpc_guard::Guarded;
 
 /// Which roles a node takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,8 @@ pub struct RunningNode {
     broker: Option<BrokerHandle>,
     controller: Option<JoinHandle<()>>,
     server: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    /// Follows users and ACLs for the admin service's guard.
+    security: Option<JoinHandle<()>>,
 }
 
 impl RunningNode {
@@ -120,6 +123,9 @@ impl RunningNode {
         }
         if let Some(c) = self.controller {
             c.abort();
+        }
+        if let Some(s) = self.security {
+            s.abort();
         }
         if let Some((tx, h)) = self.server {
             let _ = tx.send(());
@@ -189,11 +195,12 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         broker: None,
         controller: None,
         server: None,
+        security: None,
     };
     if o.roles.quorum {
         start_quorum(&o, &quorum, broker.as_ref(), &registry, &broker_client, &mut running).await?;
     } else if let Some(b) = &broker {
-        serve_broker(&o, b, &mut running).await?;
+        serve_broker(&o, b, &broker_client, &registry, &mut running).await?;
     }
     if let Some(b) = broker {
         if !broker_only {
@@ -307,6 +314,8 @@ async fn start_quorum(
         .max_decoding_message_size(o.limits.max_request_bytes)
         .max_encoding_message_size(1 << 30);
     let admin = controller::leader_hint::LeaderHinted::new(admin, client.clone());
+    let guard = grpc_guard(o, &client, registry, running);
+    let admin = Guarded::new(admin, guard.clone());
     let mut routes = tonic::service::Routes::new(admin);
     let security = controller::security_service::SecurityService::new(client.clone(), o.limits);
     routes = routes.add_service(
@@ -314,7 +323,8 @@ async fn start_quorum(
             .max_decoding_message_size(o.limits.max_request_bytes),
     );
     if let Some(b) = broker {
-        routes = routes.add_service(b.service().max_decoding_message_size(o.limits.max_request_bytes));
+        let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
+        routes = routes.add_service(Guarded::new(svc, guard));
     }
     let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
     cfg.join = o.join;
@@ -349,8 +359,37 @@ async fn start_quorum(
     Ok(())
 }
 
+/// The guard of the node's admin and broker services: under an authorizer, a call needs the
+/// cluster credential or a user allowed what it does, decided from users and ACLs this node
+/// follows.
+fn grpc_guard(
+    o: &NodeOptions,
+    client: &metastore::Client,
+    registry: &prometheus::Registry,
+    running: &mut RunningNode,
+) -> std::sync::Arc<broker::auth::grpc_guard::GrpcGuard> {
+    use broker::auth::{grpc_guard, view};
+    let view = std::sync::Arc::new(view::SecurityView::new(o.kafka_security.clone()));
+    if o.kafka_security.authorizer {
+        running.security = Some(tokio::spawn(view::follow(client.clone(), view.clone())));
+    }
+    let c = client.clone();
+    let metrics = grpc_guard::GuardMetrics::new(Some(registry));
+    std::sync::Arc::new(grpc_guard::GrpcGuard::new(
+        view,
+        move |given| c.carries_credential(given),
+        metrics,
+    ))
+}
+
 /// Serves a broker-only node's gRPC (the broker service and health) on its own listener.
-async fn serve_broker(o: &NodeOptions, b: &Broker, running: &mut RunningNode) -> anyhow::Result<()> {
+async fn serve_broker(
+    o: &NodeOptions,
+    b: &Broker,
+    client: &metastore::Client,
+    registry: &prometheus::Registry,
+    running: &mut RunningNode,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(o.listen)
         .await
         .with_context(|| format!("cannot listen on {}", o.listen))?;
@@ -360,6 +399,7 @@ async fn serve_broker(o: &NodeOptions, b: &Broker, running: &mut RunningNode) ->
         .set_serving::<proto::ferry::broker_server::BrokerServer<broker::service::BrokerService>>()
         .await;
     let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
+    let svc = Guarded::new(svc, grpc_guard(o, client, registry, running));
     let (tx, rx) = oneshot::channel::<()>();
     let h = tokio::spawn(async move {
         let res = tonic::transport::Server::builder()

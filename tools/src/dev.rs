@@ -150,7 +150,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     let secure = a.secure.then(|| crate::dev_secure::prepare(&a.data_dir)).transpose()?;
     let mut nodes = start_nodes(&a, &layout, &credential_file, secure.as_ref()).await?;
     let stop = crate::shutdown_signal();
-    wait_registered(&layout).await;
+    wait_registered(&layout, &credential_file).await;
     if let Some(s) = &secure {
         let first = layout.nodes.values().next().cloned().unwrap_or_default();
         s.create_admin(&first, &credential_file)
@@ -161,7 +161,7 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
     if let Some(s) = &secure {
         println!("client config: {}", s.client_config.display());
         println!(
-            "  (Kafka's tools: --bootstrap-server <kafka bootstrap> --command-config {})",
+            "  (Kafka's tools: --bootstrap-server <kafka bootstrap> --command-config {}; ferry's commands take the same --command-config)",
             s.client_config.display()
         );
     }
@@ -177,14 +177,21 @@ pub async fn run(a: DevArgs) -> anyhow::Result<()> {
 
 /// Waits until every broker of the layout is registered, so that the ready lines come when
 /// the whole cluster takes requests naming any broker (at most a minute; then it says so).
-async fn wait_registered(layout: &DevLayout) {
+async fn wait_registered(layout: &DevLayout, credential_file: &Path) {
     let quorum: Vec<String> = layout.nodes.values().cloned().collect();
     let want = layout.nodes.len() + layout.brokers.len();
-    let Ok(client) = broker::ClusterClient::new(&quorum) else {
+    // Calls as the cluster: a secure cluster's admin service admits nobody else yet.
+    let Ok(meta) = metastore::Client::new(&quorum) else {
+        return;
+    };
+    let identity = broker::auth::call_identity::CallIdentity::credential(meta.credential_interceptor());
+    let Ok(client) = broker::ClusterClient::new(&quorum).map(|c| c.with_identity(identity)) else {
         return;
     };
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     while tokio::time::Instant::now() < deadline {
+        // The first quorum node writes the file once the cluster has a credential.
+        let _ = meta.set_credential_file(credential_file);
         if client.brokers().await.is_ok_and(|b| b.len() >= want) {
             return;
         }

@@ -2,7 +2,6 @@
 //! log dirs of one broker (Kafka does this through the reassignment tool; Ferry offers both).
 
 use anyhow::{bail, Context};
-use broker::ClusterClient;
 use clap::{ArgGroup, Args};
 use proto::ferry::{DescribeLogDirsResponse, ReplicaLogDirMove};
 use serde::Serialize;
@@ -119,7 +118,7 @@ fn parse_partition(s: &str) -> anyhow::Result<(String, u32)> {
 
 /// Runs `ferry log-dirs`.
 pub async fn run(a: LogDirsArgs) -> anyhow::Result<()> {
-    let client = ClusterClient::new(&a.bootstrap.endpoints())?;
+    let client = a.bootstrap.cluster()?;
     if a.describe {
         println!("Querying brokers for log directories information");
         let answers = client.describe_log_dirs(&a.broker_list, &a.topic_list).await?;

@@ -2,6 +2,7 @@
 
 mod certs;
 mod cluster_node;
+mod command_config;
 mod config_file;
 mod console;
 mod coordinators;
@@ -273,6 +274,10 @@ pub struct Bootstrap {
     /// `ferry kv` and `ferry migrate-zk` write the keys the cluster writes itself, for repairs.
     #[arg(long, global = true, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     cluster_credential_file: Option<std::path::PathBuf>,
+    /// A Kafka client config (`client.properties`): its `sasl.jaas.config` user and password
+    /// log the admin commands in, on a cluster that runs the authorizer.
+    #[arg(long, global = true, env = "FERRY_COMMAND_CONFIG")]
+    command_config: Option<std::path::PathBuf>,
 }
 
 impl Bootstrap {
@@ -294,9 +299,19 @@ impl Bootstrap {
         Ok(c)
     }
 
-    /// A data and admin client of the named quorum nodes.
+    /// A data and admin client of the named quorum nodes, calling as the cluster (with the
+    /// credential file) or as the `--command-config` user.
     pub fn cluster(&self) -> anyhow::Result<broker::ClusterClient> {
-        Ok(broker::ClusterClient::new(&self.endpoints())?)
+        use broker::auth::call_identity::CallIdentity;
+        let identity = match (&self.cluster_credential_file, &self.command_config) {
+            (Some(_), _) => CallIdentity::credential(self.client()?.credential_interceptor()),
+            (None, Some(path)) => {
+                let (user, password) = command_config::read_user(path)?;
+                CallIdentity::user(&user, &password).map_err(|e| anyhow::anyhow!("--command-config: {e}"))?
+            }
+            (None, None) => CallIdentity::default(),
+        };
+        Ok(broker::ClusterClient::new(&self.endpoints())?.with_identity(identity))
     }
 }
 

@@ -2,6 +2,9 @@
 //! connection's SASL session (`session`), and the credentials and ACLs this broker follows from
 //! the metastore (`view`), so that no request asks the quorum who may do what.
 
+pub mod call_identity;
+pub mod grpc_guard;
+pub mod grpc_rules;
 pub mod session;
 pub mod tls;
 pub mod view;

@@ -44,7 +44,7 @@ pub(super) fn name(s: &str) -> TopicName {
 /// admin clients retry, and moves on to the next quorum node.
 pub(super) async fn call<T, F, Fut>(ch: &ControllerChannels, f: F) -> Result<T, (i16, String)>
 where
-    F: FnOnce(pb::admin_client::AdminClient<tonic::transport::Channel>) -> Fut,
+    F: FnOnce(pb::admin_client::AdminClient<crate::controller_channels::Credentialed>) -> Fut,
     Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
     call_on(ch, ch.admin(), f).await
@@ -53,11 +53,7 @@ where
 /// [`call`] to the Security service.
 pub(super) async fn call_security<T, F, Fut>(ch: &ControllerChannels, f: F) -> Result<T, (i16, String)>
 where
-    F: FnOnce(
-        pb::security_client::SecurityClient<
-            tonic::codegen::InterceptedService<tonic::transport::Channel, metastore::CredentialInterceptor>,
-        >,
-    ) -> Fut,
+    F: FnOnce(pb::security_client::SecurityClient<crate::controller_channels::Credentialed>) -> Fut,
     Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
     call_on(ch, ch.security(), f).await

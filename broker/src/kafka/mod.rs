@@ -242,7 +242,9 @@ async fn handle(
             let mut req = ProduceRequest::decode(&mut frame, version).map_err(malformed)?;
             let denied = authz::produce(&who, &mut req);
             // Recorded before the append, so the mute holds the connection's next request.
-            let throttle = ctx.quotas.produce(mute, &client_id(&header), request_bytes);
+            let throttle = ctx
+                .quotas
+                .produce(mute, &who.principal, &client_id(&header), request_bytes);
             let answer = data::produce(core, req, version).await;
             throttling::hold(api, version, throttle).await;
             match answer {
@@ -258,10 +260,10 @@ async fn handle(
             let mut req = FetchRequest::decode(&mut frame, version).map_err(malformed)?;
             let denied = authz::fetch(&who, &mut req, version);
             let client = client_id(&header);
-            ctx.quotas.cap_fetch(&client, &mut req.max_bytes);
+            ctx.quotas.cap_fetch(&who.principal, &client, &mut req.max_bytes);
             let mut answer = data::fetch(core, req, version).await;
             authz::fetch_denied(&mut answer, denied);
-            let throttle = ctx.quotas.fetched(mute, &client, &mut answer, version);
+            let throttle = ctx.quotas.fetched(mute, &who.principal, &client, &mut answer, version);
             throttling::hold(api, version, throttle).await;
             respond(api, version, c, &answer)
         }

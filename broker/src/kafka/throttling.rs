@@ -4,8 +4,8 @@
 //! carries `throttle_time_ms` and goes out at once, and the connection is not read again until
 //! that time has passed. Clients too old to throttle themselves (Produce before v6, Fetch before
 //! v8) get their answer that much later instead. A throttled fetch is answered empty and its bytes
-//! are not counted, as in Kafka. Every connection's principal is `ANONYMOUS` (there is no
-//! authentication), so user quotas apply through the user `ANONYMOUS` or the default user.
+//! are not counted, as in Kafka. The user of a quota is the connection's principal's name: the
+//! SASL user, the certificate's name, or `ANONYMOUS` on a listener without authentication.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,8 +20,11 @@ use tokio::time::Instant;
 
 use crate::quota::{self, Kind, QuotaConfig, Sensors};
 
-/// The principal of every connection: Kafka's name for an unauthenticated one.
-pub const PRINCIPAL: &str = "ANONYMOUS";
+/// The user a quota names for `principal` (`User:alice` is `alice`), as Kafka's quotas take the
+/// principal's name.
+pub fn quota_user(principal: &str) -> &str {
+    principal.split_once(':').map_or(principal, |(_, name)| name)
+}
 
 /// The quotas this broker enforces and the rates of the clients under them.
 pub struct Quotas {
@@ -40,45 +43,46 @@ impl Quotas {
         }
     }
 
-    fn record(&self, kind: Kind, client: &str, bytes: usize) -> i32 {
+    fn record(&self, kind: Kind, principal: &str, client: &str, bytes: usize) -> i32 {
         let cfg = self.config.read();
         let now = self.clock.mono_ms();
         let ms = self
             .sensors
             .lock()
-            .record(&cfg, kind, PRINCIPAL, client, bytes as f64, now);
+            .record(&cfg, kind, quota_user(principal), client, bytes as f64, now);
         // Bounded by the quota module to i32::MAX.
         i32::try_from(ms).unwrap_or(i32::MAX)
     }
 
-    /// Records a produce request of `bytes` from `client`; its throttle time in ms, with the
-    /// connection muted that long.
-    pub fn produce(&self, mute: &Mute, client: &str, bytes: usize) -> i32 {
-        let ms = self.record(Kind::Produce, client, bytes);
+    /// Records a produce request of `bytes` from `principal`'s `client`; its throttle time in
+    /// ms, with the connection muted that long.
+    pub fn produce(&self, mute: &Mute, principal: &str, client: &str, bytes: usize) -> i32 {
+        let ms = self.record(Kind::Produce, principal, client, bytes);
         mute.extend(ms);
         ms
     }
 
-    /// Lowers a fetch's `max_bytes` to what `client`'s quota allows in its windows.
-    pub fn cap_fetch(&self, client: &str, max_bytes: &mut i32) {
+    /// Lowers a fetch's `max_bytes` to what `principal`'s `client`'s quota allows in its windows.
+    pub fn cap_fetch(&self, principal: &str, client: &str, max_bytes: &mut i32) {
         let cfg = self.config.read();
-        if let Some((_, bound)) = quota::resolve(&cfg, Kind::Fetch, PRINCIPAL, client) {
+        if let Some((_, bound)) = quota::resolve(&cfg, Kind::Fetch, quota_user(principal), client) {
             let cap = quota::max_in_window(bound).min(i32::MAX as f64) as i32;
             *max_bytes = (*max_bytes).min(cap.max(1));
         }
     }
 
-    /// Records a fetch answer's size for `client`; over the quota, the answer is emptied (its
-    /// bytes taken back), carries the throttle time, and the connection is muted that long.
-    pub fn fetched(&self, mute: &Mute, client: &str, answer: &mut FetchResponse, version: i16) -> i32 {
+    /// Records a fetch answer's size for `principal`'s `client`; over the quota, the answer is
+    /// emptied (its bytes taken back), carries the throttle time, and the connection is muted
+    /// that long.
+    pub fn fetched(&self, mute: &Mute, principal: &str, client: &str, answer: &mut FetchResponse, version: i16) -> i32 {
         let bytes = answer.compute_size(version).unwrap_or(0);
-        let ms = self.record(Kind::Fetch, client, bytes);
+        let ms = self.record(Kind::Fetch, principal, client, bytes);
         if ms > 0 {
             let cfg = self.config.read();
             let now = self.clock.mono_ms();
             self.sensors
                 .lock()
-                .unrecord(&cfg, Kind::Fetch, PRINCIPAL, client, bytes as f64, now);
+                .unrecord(&cfg, Kind::Fetch, quota_user(principal), client, bytes as f64, now);
             answer.responses.clear();
             answer.throttle_time_ms = ms;
             mute.extend(ms);
@@ -188,15 +192,45 @@ mod tests {
         };
         q.apply(true, [(key.as_str(), Some(rec.encode_to_vec().as_slice()))]);
         let mute = Mute::default();
-        assert_eq!(q.produce(&mute, "c1", 10_240), 0);
+        assert_eq!(q.produce(&mute, "User:ANONYMOUS", "c1", 10_240), 0);
         assert!(mute.until().is_none());
         // 11,264 bytes over the 10 s minimum window: 10% over, a tenth of 10 s.
-        assert_eq!(q.produce(&mute, "c1", 1_024), 1_000);
+        assert_eq!(q.produce(&mute, "User:ANONYMOUS", "c1", 1_024), 1_000);
         assert!(mute.until().is_some());
-        assert_eq!(q.produce(&Mute::default(), "c2", 1 << 20), 0, "no quota for c2");
+        assert_eq!(
+            q.produce(&Mute::default(), "User:ANONYMOUS", "c2", 1 << 20),
+            0,
+            "no quota for c2"
+        );
         // Deleted: no longer enforced.
         q.apply(false, [(key.as_str(), None)]);
-        assert_eq!(q.produce(&Mute::default(), "c1", 1 << 20), 0);
+        assert_eq!(q.produce(&Mute::default(), "User:ANONYMOUS", "c1", 1 << 20), 0);
+    }
+
+    #[test]
+    fn a_user_quota_holds_the_user_a_connection_logged_in_as() {
+        let q = Quotas::new(Clock::manual(0));
+        let key = Entity {
+            user: Some(Part::Named("alice".into())),
+            client_id: None,
+        }
+        .key();
+        let rec = ClientQuotaRecord {
+            quotas: [(proto::client_quota::PRODUCER_BYTE_RATE.to_string(), 1024.0)].into(),
+        };
+        q.apply(true, [(key.as_str(), Some(rec.encode_to_vec().as_slice()))]);
+        assert_eq!(q.produce(&Mute::default(), "User:alice", "c", 10_240), 0);
+        assert_eq!(
+            q.produce(&Mute::default(), "User:alice", "c", 1_024),
+            1_000,
+            "alice is over"
+        );
+        assert_eq!(
+            q.produce(&Mute::default(), "User:bob", "c", 1 << 20),
+            0,
+            "bob has no quota"
+        );
+        assert_eq!(q.produce(&Mute::default(), "User:ANONYMOUS", "c", 1 << 20), 0);
     }
 
     #[test]
@@ -213,11 +247,12 @@ mod tests {
         };
         q.apply(true, [(key.as_str(), Some(rec.encode_to_vec().as_slice()))]);
         let mut max = i32::MAX;
-        q.cap_fetch("any", &mut max);
+        q.cap_fetch("User:ANONYMOUS", "any", &mut max);
         assert_eq!(max, 10, "the default user's quota applies to ANONYMOUS");
+        assert_eq!(quota_user("User:alice"), "alice");
         let mut answer = FetchResponse::default();
         answer.responses = vec![FetchableTopicResponse::default(); 20];
-        let ms = q.fetched(&Mute::default(), "any", &mut answer, 12);
+        let ms = q.fetched(&Mute::default(), "User:ANONYMOUS", "any", &mut answer, 12);
         assert!(ms > 0 && answer.responses.is_empty() && answer.throttle_time_ms == ms);
         assert!(client_throttles(ApiKey::Fetch, 8) && !client_throttles(ApiKey::Produce, 5));
     }
