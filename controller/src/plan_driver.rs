@@ -128,6 +128,7 @@ pub async fn run(term: u64, client: &Client, metrics: &PlanMetrics) {
     let mut d = Driver::default();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut not_before = tokio::time::Instant::now();
     loop {
         tokio::select! {
             ev = brokers.recv() => {
@@ -150,7 +151,7 @@ pub async fn run(term: u64, client: &Client, metrics: &PlanMetrics) {
             }
             _ = tick.tick() => {}
         }
-        if !(d.have_view && d.have_plans) {
+        if !(d.have_view && d.have_plans) || tokio::time::Instant::now() < not_before {
             continue;
         }
         metrics.set(d.plans.values().map(|s| &s.plan));
@@ -161,7 +162,10 @@ pub async fn run(term: u64, client: &Client, metrics: &PlanMetrics) {
         if due.is_empty() {
             continue;
         }
-        d = match pass(term, client, d, due).await {
+        let began = tokio::time::Instant::now();
+        let result = pass(term, client, d, due).await;
+        not_before = pace(began, tokio::time::Instant::now());
+        d = match result {
             Ok(d) => d,
             Err((d, e)) => {
                 tracing::debug!(error = %e, "plan driver: the metastore is unreachable; retrying");
@@ -170,6 +174,15 @@ pub async fn run(term: u64, client: &Client, metrics: &PlanMetrics) {
             }
         };
     }
+}
+
+/// When the next pass may begin, after one that ran from `began` to `ended`: as long again. A
+/// pass reads and rewrites whole plans, so with moves completing back to back, passes one after
+/// the other would keep the controller busy with a large plan's bookkeeping (and rewrite it for
+/// every completion); paced, the driver takes at most half of the time, and each pass settles
+/// what completed meanwhile. A small plan's pass takes milliseconds, so it waits as little.
+fn pace(began: tokio::time::Instant, ended: tokio::time::Instant) -> tokio::time::Instant {
+    ended + ended.saturating_duration_since(began)
 }
 
 /// Decides and writes the step of each plan in `due` until one writes partitions (the next
@@ -269,4 +282,18 @@ async fn write(
         })
         .await?;
     Ok(resp.succeeded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_is_followed_by_a_pause_as_long_as_itself() {
+        let t0 = tokio::time::Instant::now();
+        let slow = pace(t0, t0 + Duration::from_millis(800));
+        assert_eq!(slow, t0 + Duration::from_millis(1600));
+        let quick = pace(t0, t0 + Duration::from_millis(3));
+        assert_eq!(quick, t0 + Duration::from_millis(6));
+    }
 }
