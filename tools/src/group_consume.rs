@@ -17,7 +17,7 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
     ConsumerGroupHeartbeatRequest, GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use proto::errors::ErrorCode;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -215,6 +215,22 @@ impl Member {
 
     /// Counts a failed call: the connection is dropped (its answer may still come) and the
     /// command gives up after too many in a row.
+    /// Sends `req` to the coordinator: its answer, or `None` after a failed call (counted and
+    /// backed off; the caller asks again).
+    async fn ask<R: Request>(&mut self, req: &R, version: i16) -> anyhow::Result<Option<R::Response>> {
+        let answer = match self.coordinator().await {
+            Ok(c) => c.call(req, version).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => {
+                self.failed(&e, false).await?;
+                Ok(None)
+            }
+        }
+    }
+
     async fn failed(&mut self, e: &KafkaError, rediscover: bool) -> anyhow::Result<()> {
         self.failures += 1;
         if self.failures > MAX_FAILURES {
@@ -246,16 +262,8 @@ impl Member {
                 tp.partitions = self.owned.iter().copied().collect();
                 req.topic_partitions = Some(vec![tp]);
             }
-            let answer = match self.coordinator().await {
-                Ok(c) => c.call(&req, CONSUMER_GROUP_HEARTBEAT).await,
-                Err(e) => Err(e),
-            };
-            let r = match answer {
-                Ok(r) => r,
-                Err(e) => {
-                    self.failed(&e, false).await?;
-                    continue;
-                }
+            let Some(r) = self.ask(&req, CONSUMER_GROUP_HEARTBEAT).await? else {
+                continue;
             };
             let what = format!("group {}", self.args.group);
             if let Err(e) = check(r.error_code, r.error_message.as_ref(), &what) {
@@ -336,16 +344,8 @@ impl Member {
         req.member_id = s(&self.member_id);
         req.topics = vec![topic];
         loop {
-            let answer = match self.coordinator().await {
-                Ok(c) => c.call(&req, OFFSET_COMMIT).await,
-                Err(e) => Err(e),
-            };
-            let r = match answer {
-                Ok(r) => r,
-                Err(e) => {
-                    self.failed(&e, false).await?;
-                    continue;
-                }
+            let Some(r) = self.ask(&req, OFFSET_COMMIT).await? else {
+                continue;
             };
             self.failures = 0;
             let mut retry = None;
@@ -408,16 +408,8 @@ impl Member {
         req.group_id = GroupId(s(&self.args.group));
         req.topics = Some(vec![topic]);
         loop {
-            let answer = match self.coordinator().await {
-                Ok(c) => c.call(&req, OFFSET_FETCH).await,
-                Err(e) => Err(e),
-            };
-            let r = match answer {
-                Ok(r) => r,
-                Err(e) => {
-                    self.failed(&e, false).await?;
-                    continue;
-                }
+            let Some(r) = self.ask(&req, OFFSET_FETCH).await? else {
+                continue;
             };
             let what = format!("offsets of group {}", self.args.group);
             if let Err(e) = check(r.error_code, None, &what) {

@@ -75,9 +75,14 @@ impl GrpcGuard {
         }
     }
 
-    /// Admits or refuses a call of `path` from `host` with `headers`; a method that checks its
+    /// Admits or refuses a call of `path` from `remote` with `headers`; a method that checks its
     /// topics gets the caller to check them with.
-    pub async fn admit(&self, path: &str, headers: &http::HeaderMap, host: &str) -> Result<Option<Caller>, Status> {
+    pub async fn admit(
+        &self,
+        path: &str,
+        headers: &http::HeaderMap,
+        remote: Option<std::net::SocketAddr>,
+    ) -> Result<Option<Caller>, Status> {
         if !self.view.settings().authorizer {
             return Ok(None);
         }
@@ -123,6 +128,9 @@ impl GrpcGuard {
                 }
             }
         };
+        // For ACLs that name hosts.
+        let host = remote.map_or_else(|| "*".to_string(), |a| a.ip().to_string());
+        let host = host.as_str();
         match need {
             Need::Cluster(op) => self.authorize(path, &principal, host, op).map(|()| None),
             Need::Topic(_) => Ok(Some(Caller {
@@ -224,12 +232,11 @@ impl<S: NamedService> NamedService for Guarded<S> {
     const NAME: &'static str = S::NAME;
 }
 
-/// The caller's address, for ACLs that name hosts.
-fn host_of<B>(req: &http::Request<B>) -> String {
+/// The caller's address.
+fn remote_of<B>(req: &http::Request<B>) -> Option<std::net::SocketAddr> {
     req.extensions()
         .get::<tonic::transport::server::TcpConnectInfo>()
         .and_then(|i| i.remote_addr())
-        .map_or_else(|| "*".to_string(), |a| a.ip().to_string())
 }
 
 impl<S, B, R> Service<http::Request<B>> for Guarded<S>
@@ -254,9 +261,9 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let guard = self.guard.clone();
         Box::pin(async move {
-            let host = host_of(&req);
+            let remote = remote_of(&req);
             let mut req = req;
-            match guard.admit(req.uri().path(), req.headers(), &host).await {
+            match guard.admit(req.uri().path(), req.headers(), remote).await {
                 Ok(caller) => {
                     if let Some(c) = caller {
                         req.extensions_mut().insert(c);
