@@ -475,7 +475,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError> {
-        self.get_meta(KEY_VOTE)
+        // Read only at startup. openraft 0.9 brings a node whose vote says it led back as leader
+        // at once, in the same term, with the commit index it last stored (not flushed, so it
+        // can be older than writes it acknowledged); its read index could then miss those
+        // writes, and its log can lack entries its followers committed. Handing the vote back
+        // as not committed makes it a follower that must win a new election, whose first
+        // entry commits everything before it. Only knowledge is dropped, so no vote is unsafe.
+        let vote: Option<Vote<NodeId>> = self.get_meta(KEY_VOTE)?;
+        Ok(vote.map(|v| Vote {
+            leader_id: v.leader_id,
+            committed: false,
+        }))
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {

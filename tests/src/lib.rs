@@ -262,6 +262,29 @@ impl Cluster {
         }
     }
 
+    /// Starts stopped node `i` again on its data dir and address.
+    pub async fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} still runs");
+        let id = i as u64 + 1;
+        let peers: BTreeMap<u64, String> = (1..).zip(self.addrs.iter().cloned()).collect();
+        let mut cfg = NodeConfig::new(id, self.dir.path().join(format!("n{id}")), sock(&self.addrs[i]), peers);
+        cfg.raft = test_tuning();
+        // A stopped node's log flusher lets go of the files a moment after it ends.
+        for tries in 0.. {
+            match metastore::start(cfg.clone()).await {
+                Ok(node) => {
+                    self.nodes[i] = Some(node);
+                    return;
+                }
+                Err(e) if tries < 100 => {
+                    tracing::debug!(error = %e, "restart not yet possible");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("restarting node {id}: {e}"),
+            }
+        }
+    }
+
     /// Waits until every running node's store has reached `revision`.
     pub async fn wait_revision(&self, revision: u64) {
         for n in self.nodes.iter().flatten() {

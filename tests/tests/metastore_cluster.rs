@@ -259,3 +259,28 @@ async fn a_transaction_with_more_guards_than_a_log_entry_holds_is_staged_too() {
     assert!(client.get("/guarded-done").await.unwrap().is_some());
     c.shutdown().await;
 }
+
+/// openraft 0.9 brings a node whose stored vote says it led back as leader at once, in the same
+/// term, with the commit index it last stored, which can be older than writes it acknowledged:
+/// its read index could then miss them. A restarted node leads again only after an election.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_leads_again_only_after_a_new_election() {
+    let mut c = Cluster::start(1).await;
+    c.client().put("/restart/k", "v1").await.expect("put");
+    let term = |c: &Cluster| {
+        let m = c.nodes[0].as_ref().expect("node runs").raft.metrics().borrow().clone();
+        m.current_term
+    };
+    let before = term(&c);
+    c.stop(0).await;
+    c.restart(0).await;
+    c.wait_leader().await;
+    assert!(
+        term(&c) > before,
+        "the node led again in term {} without an election (it led term {before})",
+        term(&c)
+    );
+    let kv = c.client().get("/restart/k").await.expect("get").expect("key present");
+    assert_eq!(kv.value, &b"v1"[..]);
+    c.shutdown().await;
+}

@@ -26,6 +26,17 @@ async fn leader_of(client: &Client, n: usize) -> Option<u64> {
     None
 }
 
+/// The leader, once some node names one (within 10 s).
+async fn wait_leader(client: &Client, n: usize) -> Option<u64> {
+    for _ in 0..100 {
+        if let Some(l) = leader_of(client, n).await {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_repeated_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,7 +83,8 @@ async fn acknowledged_writes_survive_repeated_sigkill() {
         tokio::time::sleep(Duration::from_millis(rng.random_range(150..700))).await;
         // Every third kill aims at the leader; the others at a random node.
         let victim = if cycle % 3 == 0 {
-            match leader_of(&client, endpoints.len()).await {
+            // A killed leader's successor is elected after an election timeout.
+            match wait_leader(&client, endpoints.len()).await {
                 Some(l) => {
                     leader_kills += 1;
                     l
