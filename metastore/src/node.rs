@@ -24,6 +24,7 @@ use crate::raft_lane::{self, RaftThread};
 use crate::raft_peers::RaftPeers;
 use crate::service::MetastoreService;
 use crate::state_machine::{SmShared, StateMachine, DEFAULT_HISTORY_EVENTS};
+use crate::tls::Reloading;
 use crate::types::{Node, NodeId, Raft};
 use crate::validate::Limits;
 
@@ -107,6 +108,8 @@ pub struct NodeConfig {
     pub registry: Option<prometheus::Registry>,
     /// The node's clock (the system's; a test may hold it).
     pub clock: proto::clock::Clock,
+    /// TLS on the gRPC port and on this process's channels (see [`crate::grpc_tls`]).
+    pub grpc_tls: Option<crate::tls::TlsFiles>,
 }
 
 impl NodeConfig {
@@ -124,6 +127,7 @@ impl NodeConfig {
             extra_services: None,
             registry: None,
             clock: proto::clock::Clock::system(),
+            grpc_tls: None,
         }
     }
 }
@@ -166,6 +170,7 @@ pub struct NodeHandle {
     accept: JoinHandle<()>,
     leader_watch: JoinHandle<()>,
     raft_thread: Option<RaftThread>,
+    tls_watch: Option<JoinHandle<()>>,
 }
 
 impl NodeHandle {
@@ -200,6 +205,9 @@ impl NodeHandle {
         }
         let _ = self.raft.shutdown().await;
         self.leader_watch.abort();
+        if let Some(w) = &self.tls_watch {
+            w.abort();
+        }
         self.accept.abort();
         self.server.abort();
         let _ = (&mut self.accept).await;
@@ -232,6 +240,14 @@ fn raft_config(t: &RaftTuning) -> Result<Config, NodeError> {
 pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     check_config(&cfg)?;
     let config = Arc::new(raft_config(&cfg.raft)?);
+    // Before any channel opens: they take this process's TLS setting when they are made.
+    let (tls, tls_watch) = match &cfg.grpc_tls {
+        Some(files) => {
+            let (tls, watch) = crate::grpc_tls::start_node(files).map_err(|e| NodeError::Config(e.to_string()))?;
+            (Some(tls), Some(watch))
+        }
+        None => (None, None),
+    };
     let (log_store, sm) = open_storage(&cfg)?;
     // Raft's pre-vote reads the log's last entry; openraft's lease is the longest timeout.
     let voter = crate::pre_vote::Voter::new(log_store.clone(), Duration::from_millis(cfg.raft.election_max_ms));
@@ -288,8 +304,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let accept = raft_thread
         .handle()
         .spawn(raft_lane::route(listener, client_conns, raft_conns));
-    serve_raft_lane(raft_thread.handle(), &core, &voter, raft_rx);
-    let server = serve(client_rx, &core, &voter, cfg.extra_services.clone(), shutdown_rx).await?;
+    serve_raft_lane(raft_thread.handle(), &core, &voter, raft_rx, tls.clone());
+    let server = serve(client_rx, &core, &voter, cfg.extra_services.clone(), tls, shutdown_rx).await?;
     if !cfg.join && !cfg.peers.is_empty() {
         initialize(&raft, &cfg.peers).await?;
     }
@@ -311,6 +327,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
         accept,
         leader_watch,
         raft_thread: Some(raft_thread),
+        tls_watch,
     })
 }
 
@@ -350,17 +367,20 @@ fn serve_raft_lane(
     core: &Arc<NodeCore>,
     voter: &crate::pre_vote::Voter,
     conns: mpsc::Receiver<std::net::TcpStream>,
+    tls: Option<Arc<Reloading>>,
 ) {
     let raft_svc = raft_service(core, voter);
     rt.spawn(async move {
         // Registered with the Raft thread's reactor here, where the server polls them.
         let incoming = ReceiverStream::new(conns).map(tokio::net::TcpStream::from_std);
-        let res = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .tcp_nodelay(true)
             .initial_connection_window_size(crate::peers::CONNECTION_WINDOW)
-            .add_service(raft_svc)
-            .serve_with_incoming(incoming)
-            .await;
+            .add_service(raft_svc);
+        let res = match tls {
+            Some(tls) => router.serve_with_incoming(crate::grpc_tls::accept(incoming, tls)).await,
+            None => router.serve_with_incoming(incoming).await,
+        };
         if let Err(e) = res {
             tracing::error!(error = %e, "Raft-lane gRPC server stopped");
         }
@@ -388,6 +408,7 @@ async fn serve(
     core: &Arc<NodeCore>,
     voter: &crate::pre_vote::Voter,
     extra: Option<tonic::service::Routes>,
+    tls: Option<Arc<Reloading>>,
     shutdown: oneshot::Receiver<()>,
 ) -> Result<tokio::task::JoinHandle<()>, NodeError> {
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -420,15 +441,21 @@ async fn serve(
             Some(routes) => builder.add_routes(routes).add_service(health),
             None => builder.add_service(health),
         };
-        let res = router
+        let router = router
             .add_service(reflection)
             .add_service(reflection_v1alpha)
             .add_service(metastore)
-            .add_service(raft_svc)
-            .serve_with_incoming_shutdown(incoming, async {
-                let _ = shutdown.await;
-            })
-            .await;
+            .add_service(raft_svc);
+        let shutdown = async {
+            let _ = shutdown.await;
+        };
+        let res = match tls {
+            Some(tls) => {
+                let incoming = crate::grpc_tls::accept(incoming, tls);
+                router.serve_with_incoming_shutdown(incoming, shutdown).await
+            }
+            None => router.serve_with_incoming_shutdown(incoming, shutdown).await,
+        };
         if let Err(e) = res {
             tracing::error!(error = %e, "gRPC server stopped");
         }

@@ -39,12 +39,23 @@ fn channel_with_keep_alive(
     interval: Duration,
     timeout: Duration,
 ) -> Result<Channel, tonic::transport::Error> {
-    Ok(endpoint(addr, interval, timeout)?.connect_lazy())
+    let endpoint = endpoint(addr, interval, timeout)?;
+    Ok(match crate::grpc_tls::client() {
+        Some(files) => endpoint.connect_with_connector_lazy(tower::service_fn(move |uri| {
+            crate::grpc_tls::connect(uri, files.clone(), None)
+        })),
+        None => endpoint.connect_lazy(),
+    })
 }
 
 /// Opens a lazy channel to `addr` (HOST:PORT) on the peer's Raft lane (see [`crate::raft_lane`]).
 pub fn raft_lane_channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
     let endpoint = endpoint(addr, KEEP_ALIVE_INTERVAL, KEEP_ALIVE_TIMEOUT)?;
+    if let Some(files) = crate::grpc_tls::client() {
+        return Ok(endpoint.connect_with_connector_lazy(tower::service_fn(move |uri| {
+            crate::grpc_tls::connect(uri, files.clone(), Some(crate::raft_lane::PREFACE))
+        })));
+    }
     let connector = tower::service_fn(|uri: tonic::codegen::http::Uri| async move {
         let host = uri.host().unwrap_or_default().trim_matches(|c| c == '[' || c == ']');
         let port = uri.port_u16().unwrap_or(80);

@@ -79,7 +79,33 @@ async fn dev_secure_prints_a_client_config_that_kafkas_tools_use_as_is() {
         &config,
     ]);
     assert!(code == 0 && out.lines().any(|l| l == "secure"), "{out}{err}");
-    let (code, _, err) = tests::run_ferry(&["topics", "--list", "--bootstrap-server", &grpc]);
+    // The gRPC port speaks TLS: a plaintext caller is not served.
+    let (code, out, _) = tests::run_ferry(&["topics", "--list", "--bootstrap-server", &grpc]);
+    assert_ne!(code, 0, "a plaintext caller was answered: {out}");
+    // Over TLS without a login, the caller is anonymous.
+    let tls_only = std::path::Path::new(&config).with_file_name("tls-only.properties");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("sasl."))
+        .map(|l| {
+            if l.starts_with("security.protocol") {
+                "security.protocol=SSL"
+            } else {
+                l
+            }
+        })
+        .collect();
+    std::fs::write(&tls_only, kept.join("\n")).unwrap();
+    let tls_only = tls_only.display().to_string();
+    let (code, _, err) = tests::run_ferry(&[
+        "topics",
+        "--list",
+        "--bootstrap-server",
+        &grpc,
+        "--command-config",
+        &tls_only,
+    ]);
     assert!(
         code != 0 && err.contains("CLUSTER_AUTHORIZATION_FAILED") && err.contains("User:ANONYMOUS"),
         "{err}"

@@ -63,7 +63,8 @@ pub fn write(dir: &Path, hosts: &[String], clients: &[String], days: i64) -> any
             Err(_) => Ok(rcgen::SanType::DnsName(h.clone().try_into()?)),
         })
         .collect::<Result<_, rcgen::Error>>()?;
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // Client auth too: a node shows this certificate to its peers (mutual TLS).
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
     let server = server.signed_by(&server_key, &ca, &ca_key)?;
     let server_path = write("server.pem", format!("{}{}", server.pem(), server_key.serialize_pem()))?;
     let mut out = Vec::new();
@@ -127,12 +128,12 @@ mod tests {
             2,
         )
         .unwrap();
-        let files = broker::auth::tls::TlsFiles {
+        let files = metastore::tls::TlsFiles {
             keystore: f.server.clone(),
             truststore: Some(f.ca.clone()),
-            client_auth: broker::auth::tls::ClientAuth::Required,
+            client_auth: metastore::tls::ClientAuth::Required,
         };
-        broker::auth::tls::load(&files).expect("the server's files load");
+        metastore::tls::load(&files).expect("the server's files load");
         let pem = std::fs::read(&f.clients[0].1).unwrap();
         use rustls_pki_types::pem::PemObject;
         let cert = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
@@ -140,7 +141,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            broker::auth::tls::principal_of(&cert).as_deref(),
+            metastore::tls::principal_of(&cert).as_deref(),
             Some("User:O=ferry,CN=alice")
         );
     }

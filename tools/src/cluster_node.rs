@@ -85,6 +85,8 @@ pub struct NodeOptions {
     pub kafka_listen: Option<(SocketAddr, Option<String>)>,
     /// The Kafka listener's security.
     pub kafka_security: broker::auth::ListenerSecurity,
+    /// TLS on the gRPC port and on the node's channels to its peers.
+    pub grpc_tls: Option<metastore::tls::TlsFiles>,
     /// Where a broker-only node reads the cluster credential (waited for until it exists); a
     /// quorum node learns it from its own store.
     pub credential_file: Option<PathBuf>,
@@ -102,6 +104,8 @@ pub struct RunningNode {
     server: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     /// Follows users and ACLs for the admin service's guard.
     security: Option<JoinHandle<()>>,
+    /// Reloads a broker-only node's gRPC certificates.
+    tls_watch: Option<JoinHandle<()>>,
 }
 
 impl RunningNode {
@@ -124,8 +128,8 @@ impl RunningNode {
         if let Some(c) = self.controller {
             c.abort();
         }
-        if let Some(s) = self.security {
-            s.abort();
+        for task in [self.security, self.tls_watch].into_iter().flatten() {
+            task.abort();
         }
         if let Some((tx, h)) = self.server {
             let _ = tx.send(());
@@ -148,6 +152,11 @@ impl RunningNode {
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let quorum = quorum_addrs(&o)?;
+    // Before any channel is made: each takes this process's TLS setting when it is.
+    if let Some(files) = &o.grpc_tls {
+        let client = metastore::grpc_tls::node_client(files).map_err(|e| anyhow::anyhow!("gRPC TLS: {e}"))?;
+        metastore::grpc_tls::set_client(Some(client));
+    }
     // The broker's own client of the quorum; it gets the cluster credential once known.
     let broker_client = metastore::Client::new(&quorum).or_else(|_| metastore::Client::new(&[o.listen.to_string()]))?;
     let broker_only = !o.roles.quorum && o.roles.broker;
@@ -196,6 +205,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         controller: None,
         server: None,
         security: None,
+        tls_watch: None,
     };
     if o.roles.quorum {
         start_quorum(&o, &quorum, broker.as_ref(), &registry, &broker_client, &mut running).await?;
@@ -328,6 +338,7 @@ async fn start_quorum(
     }
     let mut cfg = NodeConfig::new(o.id, o.data_dir.clone(), o.listen, o.peers.clone());
     cfg.join = o.join;
+    cfg.grpc_tls = o.grpc_tls.clone();
     cfg.raft = o.raft.clone();
     cfg.extra_services = Some(routes);
     cfg.registry = Some(registry.clone());
@@ -400,18 +411,33 @@ async fn serve_broker(
         .await;
     let svc = b.service().max_decoding_message_size(o.limits.max_request_bytes);
     let svc = Guarded::new(svc, grpc_guard(o, client, registry, running));
+    let tls = match &o.grpc_tls {
+        Some(files) => {
+            let (tls, watch) = metastore::grpc_tls::start_node(files).map_err(|e| anyhow::anyhow!("gRPC TLS: {e}"))?;
+            running.tls_watch = Some(watch);
+            Some(tls)
+        }
+        None => None,
+    };
     let (tx, rx) = oneshot::channel::<()>();
     let h = tokio::spawn(async move {
-        let res = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .tcp_nodelay(true)
             .max_concurrent_streams(metastore::node::MAX_STREAMS)
             .initial_connection_window_size(metastore::peers::CONNECTION_WINDOW)
             .add_service(health)
-            .add_service(svc)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                let _ = rx.await;
-            })
-            .await;
+            .add_service(svc);
+        let incoming = TcpListenerStream::new(listener);
+        let shutdown = async {
+            let _ = rx.await;
+        };
+        let res = match tls {
+            Some(tls) => {
+                let incoming = metastore::grpc_tls::accept(incoming, tls);
+                router.serve_with_incoming_shutdown(incoming, shutdown).await
+            }
+            None => router.serve_with_incoming_shutdown(incoming, shutdown).await,
+        };
         if let Err(e) = res {
             tracing::error!(error = %e, "broker gRPC server stopped");
         }

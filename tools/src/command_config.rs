@@ -1,6 +1,8 @@
 //! `--command-config`: the Kafka client config file an operator already has for Kafka's tools
 //! (`client.properties`) names the user the `ferry` commands log in as: the username and
-//! password of its `sasl.jaas.config`.
+//! password of its `sasl.jaas.config`; with `security.protocol` SSL or SASL_SSL, the commands
+//! also reach the gRPC port over TLS, trusting its `ssl.truststore.location` and showing its
+//! `ssl.keystore.location`, if any (PEM files).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -41,18 +43,49 @@ pub fn jaas_user(jaas: &str) -> Option<(String, String)> {
     Some((option("username")?, option("password")?))
 }
 
-/// The user and password a client config logs in with.
-pub fn read_user(path: &Path) -> anyhow::Result<(String, String)> {
+/// The TLS a client config asks for, if its protocol is SSL or SASL_SSL.
+pub fn read_tls(path: &Path) -> anyhow::Result<Option<metastore::grpc_tls::ClientTlsFiles>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("--command-config: reading {}", path.display()))?;
     let props = parse_properties(&text);
-    let jaas = props.get("sasl.jaas.config").ok_or_else(|| {
+    let protocol = props.get("security.protocol").map(|p| p.to_ascii_uppercase());
+    if !matches!(protocol.as_deref(), Some("SSL" | "SASL_SSL")) {
+        return Ok(None);
+    }
+    let truststore = props.get("ssl.truststore.location").ok_or_else(|| {
         anyhow!(
-            "--command-config {}: no sasl.jaas.config to log in with",
-            path.display()
+            "--command-config {}: security.protocol {} needs ssl.truststore.location (a PEM file of CAs)",
+            path.display(),
+            protocol.unwrap_or_default()
         )
     })?;
-    jaas_user(jaas).ok_or_else(|| {
+    let files = metastore::grpc_tls::ClientTlsFiles {
+        truststore: truststore.into(),
+        keystore: props.get("ssl.keystore.location").map(Into::into),
+    };
+    metastore::grpc_tls::client_config(&files).map_err(|e| anyhow!("--command-config {}: {e}", path.display()))?;
+    Ok(Some(files))
+}
+
+/// The user and password a client config logs in with; none for a config without SASL (plain
+/// SSL or PLAINTEXT), whose caller is anonymous or named by its TLS certificate.
+pub fn read_user(path: &Path) -> anyhow::Result<Option<(String, String)>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--command-config: reading {}", path.display()))?;
+    let props = parse_properties(&text);
+    let sasl = props
+        .get("security.protocol")
+        .is_some_and(|p| p.to_ascii_uppercase().starts_with("SASL_"));
+    let Some(jaas) = props.get("sasl.jaas.config") else {
+        if sasl {
+            anyhow::bail!(
+                "--command-config {}: security.protocol is SASL but no sasl.jaas.config logs in",
+                path.display()
+            );
+        }
+        return Ok(None);
+    };
+    jaas_user(jaas).map(Some).ok_or_else(|| {
         anyhow!(
             "--command-config {}: sasl.jaas.config names no username=\"...\" and password=\"...\"",
             path.display()

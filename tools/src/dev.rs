@@ -250,6 +250,7 @@ async fn start_nodes(
             credential_file: broker_only.then(|| credential_file.to_path_buf()),
             kafka_listen: Some((SocketAddr::new(listen.ip(), kafka_port), None)),
             kafka_security: secure.map(|s| s.listener()).unwrap_or_default(),
+            grpc_tls: secure.map(|s| s.grpc_tls()),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;

@@ -1,14 +1,15 @@
 //! `ferry dev --secure`: the local cluster with security on. A throwaway CA and certificates,
-//! SASL_SSL with SCRAM-SHA-512 on the Kafka listeners, the authorizer, and a super user
-//! `admin` whose password is made at the first start; a Kafka `client.properties` for that user,
-//! which Kafka's tools take as `--command-config`. A second start reuses all of it.
+//! SASL_SSL with SCRAM-SHA-512 on the Kafka listeners, TLS on the gRPC ports (mutual between
+//! the nodes), the authorizer, and a super user `admin` whose password is made at the first
+//! start; a Kafka `client.properties` for that user, which Kafka's tools take as
+//! `--command-config`, and so does the `ferry` CLI. A second start reuses all of it.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use broker::auth::tls::{ClientAuth, TlsFiles};
 use broker::auth::{ListenerSecurity, SecurityProtocol};
 use broker::sasl::Mechanism;
+use metastore::tls::{ClientAuth, TlsFiles};
 
 /// The super user of a secure dev cluster.
 pub const ADMIN: &str = "admin";
@@ -81,6 +82,16 @@ impl Secure {
                 client_auth: ClientAuth::None,
             }),
             ..Default::default()
+        }
+    }
+
+    /// The gRPC ports' TLS: the nodes show their certificate to each other (mutual TLS); a client
+    /// may show one, or log in with a password.
+    pub fn grpc_tls(&self) -> TlsFiles {
+        TlsFiles {
+            keystore: self.certs.server.clone(),
+            truststore: Some(self.certs.ca.clone()),
+            client_auth: ClientAuth::Requested,
         }
     }
 

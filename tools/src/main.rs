@@ -275,7 +275,8 @@ pub struct Bootstrap {
     #[arg(long, global = true, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     cluster_credential_file: Option<std::path::PathBuf>,
     /// A Kafka client config (`client.properties`): its `sasl.jaas.config` user and password
-    /// log the admin commands in, on a cluster that runs the authorizer.
+    /// log the admin commands in, on a cluster that runs the authorizer; with
+    /// `security.protocol` SSL or SASL_SSL they reach the cluster over TLS.
     #[arg(long, global = true, env = "FERRY_COMMAND_CONFIG")]
     command_config: Option<std::path::PathBuf>,
 }
@@ -290,8 +291,20 @@ impl Bootstrap {
             .collect()
     }
 
+    /// Reaches the gRPC ports over TLS when `--command-config` asks for it (before any channel
+    /// is made: each takes the process's setting when it is).
+    fn use_tls(&self) -> anyhow::Result<()> {
+        if let Some(path) = &self.command_config {
+            if let Some(files) = command_config::read_tls(path)? {
+                metastore::grpc_tls::set_client(Some(files));
+            }
+        }
+        Ok(())
+    }
+
     /// A metastore client of the named nodes.
     pub fn client(&self) -> anyhow::Result<metastore::Client> {
+        self.use_tls()?;
         let c = metastore::Client::new(&self.endpoints())?;
         if let Some(path) = &self.cluster_credential_file {
             c.set_credential_file(path)?;
@@ -303,12 +316,15 @@ impl Bootstrap {
     /// credential file) or as the `--command-config` user.
     pub fn cluster(&self) -> anyhow::Result<broker::ClusterClient> {
         use broker::auth::call_identity::CallIdentity;
+        self.use_tls()?;
         let identity = match (&self.cluster_credential_file, &self.command_config) {
             (Some(_), _) => CallIdentity::credential(self.client()?.credential_interceptor()),
-            (None, Some(path)) => {
-                let (user, password) = command_config::read_user(path)?;
-                CallIdentity::user(&user, &password).map_err(|e| anyhow::anyhow!("--command-config: {e}"))?
-            }
+            (None, Some(path)) => match command_config::read_user(path)? {
+                Some((user, password)) => {
+                    CallIdentity::user(&user, &password).map_err(|e| anyhow::anyhow!("--command-config: {e}"))?
+                }
+                None => CallIdentity::default(),
+            },
             (None, None) => CallIdentity::default(),
         };
         Ok(broker::ClusterClient::new(&self.endpoints())?.with_identity(identity))

@@ -155,6 +155,9 @@ pub struct NodeArgs {
     /// The Kafka listener's security.
     #[command(flatten)]
     pub(crate) security: crate::security_args::SecurityArgs,
+    /// TLS on the gRPC port.
+    #[command(flatten)]
+    pub(crate) grpc_tls: crate::security_args::GrpcTlsArgs,
     /// Most partitions a topic may have (max.partitions.per.topic).
     #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_topic, env = "FERRY_MAX_PARTITIONS_PER_TOPIC")]
     pub(crate) max_partitions_per_topic: u32,

@@ -149,6 +149,7 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
         credential_file: a.cluster_credential_file,
         kafka_listen: a.kafka_listen.map(|l| (l, a.kafka_advertised_listener)),
         kafka_security: a.security.settings()?,
+        grpc_tls: a.grpc_tls.files()?,
     })
 }
 

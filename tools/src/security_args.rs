@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
-use broker::auth::tls::{ClientAuth, TlsFiles};
 use broker::auth::{ListenerSecurity, SecurityProtocol};
 use clap::Args;
+use metastore::tls::{ClientAuth, TlsFiles};
 
 /// The Kafka listener's security.
 #[derive(Args, Debug, Clone)]
@@ -77,7 +77,7 @@ impl SecurityArgs {
                     client_auth,
                 };
                 // Loaded once here so that a bad file stops the node at start, naming it.
-                broker::auth::tls::load(&files).map_err(|e| anyhow!("{e}"))?;
+                metastore::tls::load(&files).map_err(|e| anyhow!("{e}"))?;
                 Some(files)
             }
             (None, true) => bail!(
@@ -101,5 +101,43 @@ impl SecurityArgs {
             failed_authentication_delay: Duration::from_millis(self.connection_failed_authentication_delay_ms),
             tls,
         })
+    }
+}
+
+/// TLS on the gRPC port: clients, the peers' Raft and replication traffic, and this node's own
+/// channels to its peers (which show its certificate, for mutual TLS).
+#[derive(Args, Debug, Clone)]
+pub struct GrpcTlsArgs {
+    /// PEM file with the gRPC port's certificate chain and private key; the node shows it to
+    /// peers too, so it should allow client authentication. Read again when it changes.
+    #[arg(long, env = "FERRY_GRPC_SSL_KEYSTORE_LOCATION")]
+    pub grpc_ssl_keystore_location: Option<std::path::PathBuf>,
+    /// PEM file with the CAs that sign the peers' and clients' certificates.
+    #[arg(long, env = "FERRY_GRPC_SSL_TRUSTSTORE_LOCATION")]
+    pub grpc_ssl_truststore_location: Option<std::path::PathBuf>,
+    /// required, requested or none: whether callers of the gRPC port show a certificate.
+    #[arg(long, default_value = "requested", env = "FERRY_GRPC_SSL_CLIENT_AUTH")]
+    pub grpc_ssl_client_auth: String,
+}
+
+impl GrpcTlsArgs {
+    /// The files, checked to load; none without a keystore.
+    pub fn files(&self) -> anyhow::Result<Option<TlsFiles>> {
+        let Some(keystore) = &self.grpc_ssl_keystore_location else {
+            if self.grpc_ssl_truststore_location.is_some() {
+                bail!("--grpc-ssl-truststore-location: TLS on the gRPC port needs --grpc-ssl-keystore-location");
+            }
+            return Ok(None);
+        };
+        let client_auth =
+            ClientAuth::parse(&self.grpc_ssl_client_auth).map_err(|e| anyhow!("--grpc-ssl-client-auth: {e}"))?;
+        let files = TlsFiles {
+            keystore: keystore.clone(),
+            truststore: self.grpc_ssl_truststore_location.clone(),
+            client_auth,
+        };
+        metastore::tls::load(&files).map_err(|e| anyhow!("--grpc-ssl-*: {e}"))?;
+        metastore::grpc_tls::node_client(&files).map_err(|e| anyhow!("--grpc-ssl-truststore-location: {e}"))?;
+        Ok(Some(files))
     }
 }

@@ -82,6 +82,7 @@ impl GrpcGuard {
         path: &str,
         headers: &http::HeaderMap,
         remote: Option<std::net::SocketAddr>,
+        certified: Option<String>,
     ) -> Result<Option<Caller>, Status> {
         if !self.view.settings().authorizer {
             return Ok(None);
@@ -105,7 +106,9 @@ impl GrpcGuard {
                 );
                 return Err(self.unauthenticated(why).await);
             }
-            Ok(Claim::Anonymous) => ANONYMOUS.to_string(),
+            // No login: the verified TLS client certificate names the caller, as on Kafka's
+            // SSL listener.
+            Ok(Claim::Anonymous) => certified.unwrap_or_else(|| ANONYMOUS.to_string()),
             Ok(Claim::User { name, password }) => {
                 let view = self.view.clone();
                 let plain = format!("\0{name}\0{password}").into_bytes();
@@ -232,11 +235,14 @@ impl<S: NamedService> NamedService for Guarded<S> {
     const NAME: &'static str = S::NAME;
 }
 
-/// The caller's address.
+/// The caller's address, over TLS or not.
 fn remote_of<B>(req: &http::Request<B>) -> Option<std::net::SocketAddr> {
-    req.extensions()
-        .get::<tonic::transport::server::TcpConnectInfo>()
-        .and_then(|i| i.remote_addr())
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let ext = req.extensions();
+    ext.get::<TcpConnectInfo>().and_then(|i| i.remote_addr()).or_else(|| {
+        ext.get::<TlsConnectInfo<TcpConnectInfo>>()
+            .and_then(|i| i.get_ref().remote_addr())
+    })
 }
 
 impl<S, B, R> Service<http::Request<B>> for Guarded<S>
@@ -262,8 +268,9 @@ where
         let guard = self.guard.clone();
         Box::pin(async move {
             let remote = remote_of(&req);
+            let certified = metastore::grpc_tls::peer_principal(req.extensions());
             let mut req = req;
-            match guard.admit(req.uri().path(), req.headers(), remote).await {
+            match guard.admit(req.uri().path(), req.headers(), remote, certified).await {
                 Ok(caller) => {
                     if let Some(c) = caller {
                         req.extensions_mut().insert(c);

@@ -6,7 +6,6 @@ pub mod call_identity;
 pub mod grpc_guard;
 pub mod grpc_rules;
 pub mod session;
-pub mod tls;
 pub mod view;
 
 use std::collections::BTreeSet;
@@ -74,7 +73,7 @@ pub struct ListenerSecurity {
     /// `connection.failed.authentication.delay.ms`: a failed login's answer waits this long.
     pub failed_authentication_delay: Duration,
     /// The certificates of a TLS listener.
-    pub tls: Option<tls::TlsFiles>,
+    pub tls: Option<metastore::tls::TlsFiles>,
 }
 
 impl Default for ListenerSecurity {

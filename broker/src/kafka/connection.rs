@@ -13,15 +13,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::frame::{self, FrameError};
 use super::{handle, throttling, AbortOnDrop, Context};
 use crate::auth::session::Session;
-use crate::auth::tls::{principal_of, Reloading};
 use crate::replica_manager::BrokerCore;
+use metastore::tls::{principal_of, Reloading};
 
 /// `connections.max.idle.ms`: a connection silent this long is closed.
 const IDLE: Duration = Duration::from_secs(600);
 /// How long a TLS handshake may take before the connection is dropped.
 const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
-/// How often a TLS listener looks for renewed certificate files.
-pub(super) const TLS_RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 /// Serves one accepted client: over TLS first when the listener has certificates (a failed
 /// handshake counts as a failed authentication), then as [`connection`].

@@ -98,7 +98,7 @@ pub async fn serve(
     let _quotas = AbortOnDrop(tokio::spawn(throttling::follow(metastore.clone(), quotas.clone())));
     // A TLS listener's certificates, read again when their files change.
     let tls = match security.tls.clone().filter(|_| security.protocol.tls()) {
-        Some(files) => match crate::auth::tls::Reloading::new(files) {
+        Some(files) => match metastore::tls::Reloading::new(files) {
             Ok(t) => Some(Arc::new(t)),
             Err(e) => {
                 tracing::error!(error = %e, "kafka listener: the TLS certificates do not load; not serving");
@@ -109,7 +109,7 @@ pub async fn serve(
     };
     let _tls = tls
         .clone()
-        .map(|t| AbortOnDrop(tokio::spawn(t.watch(connection::TLS_RELOAD_EVERY))));
+        .map(|t| AbortOnDrop(tokio::spawn(t.watch(metastore::tls::RELOAD_EVERY))));
     // Who may log in and what each principal may do, followed from the metastore.
     let security = Arc::new(crate::auth::view::SecurityView::new(security));
     let _security = AbortOnDrop(tokio::spawn(crate::auth::view::follow(

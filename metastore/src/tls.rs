@@ -1,5 +1,6 @@
-//! TLS for the Kafka listener (SSL and SASL_SSL), with Kafka's settings: a PEM keystore
-//! (`ssl.keystore.location`: the certificate chain and its private key), a PEM truststore
+//! TLS for a listener (the Kafka listener's SSL and SASL_SSL, and the gRPC port), with Kafka's
+//! settings: a PEM keystore (`ssl.keystore.location`: the certificate chain and its private
+//! key), a PEM truststore
 //! (`ssl.truststore.location`: the CAs that sign client certificates) and `ssl.client.auth`.
 //! The files are read again when they change, so a renewed certificate is served without a
 //! restart; a change that does not load is logged and the old one is kept.
@@ -12,6 +13,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
+
+/// How often a listener looks for renewed certificate files.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
 
 /// `ssl.client.auth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,22 +83,43 @@ fn file_error(setting: &'static str, path: &Path, reason: impl ToString) -> TlsE
 // ring rather than aws-lc-rs: no cmake, a much shorter build; it lacks only the post-quantum
 // key exchange that rustls marks it deprecated for.
 #[allow(deprecated)]
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificate chain and private key of a PEM keystore.
+pub(crate) fn read_keystore(path: &Path) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let ks = "ssl.keystore.location";
+    let pem = std::fs::read(path).map_err(|e| file_error(ks, path, e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| file_error(ks, path, e))?;
+    if chain.is_empty() {
+        return Err(file_error(ks, path, "holds no certificate"));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| file_error(ks, path, format!("private key: {e}")))?;
+    Ok((chain, key))
+}
+
+/// The CAs of a PEM truststore.
+pub(crate) fn read_truststore(path: &Path) -> Result<RootCertStore, TlsError> {
+    let setting = "ssl.truststore.location";
+    let pem = std::fs::read(path).map_err(|e| file_error(setting, path, e))?;
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&pem) {
+        roots
+            .add(c.map_err(|e| file_error(setting, path, e))?)
+            .map_err(|e| file_error(setting, path, e))?;
+    }
+    if roots.is_empty() {
+        return Err(file_error(setting, path, "holds no certificate"));
+    }
+    Ok(roots)
 }
 
 /// The server config the files make.
 pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
-    let ks = "ssl.keystore.location";
-    let pem = std::fs::read(&files.keystore).map_err(|e| file_error(ks, &files.keystore, e))?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| file_error(ks, &files.keystore, e))?;
-    if chain.is_empty() {
-        return Err(file_error(ks, &files.keystore, "holds no certificate"));
-    }
-    let key = PrivateKeyDer::from_pem_slice(&pem)
-        .map_err(|e| file_error(ks, &files.keystore, format!("private key: {e}")))?;
+    let (chain, key) = read_keystore(&files.keystore)?;
     let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = match (files.client_auth, &files.truststore) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),
@@ -106,24 +131,15 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
             ))
         }
         (auth, Some(ts)) => {
-            let setting = "ssl.truststore.location";
-            let pem = std::fs::read(ts).map_err(|e| file_error(setting, ts, e))?;
-            let mut roots = RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&pem) {
-                roots
-                    .add(c.map_err(|e| file_error(setting, ts, e))?)
-                    .map_err(|e| file_error(setting, ts, e))?;
-            }
-            if roots.is_empty() {
-                return Err(file_error(setting, ts, "holds no certificate"));
-            }
+            let roots = read_truststore(ts)?;
             let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
             let v = if auth == ClientAuth::Requested {
                 v.allow_unauthenticated()
             } else {
                 v
             };
-            builder.with_client_cert_verifier(v.build().map_err(|e| file_error(setting, ts, e))?)
+            let v = v.build().map_err(|e| file_error("ssl.truststore.location", ts, e))?;
+            builder.with_client_cert_verifier(v)
         }
     };
     let mut config = builder.with_single_cert(chain, key)?;
