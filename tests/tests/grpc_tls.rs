@@ -3,8 +3,8 @@
 //! CA and shows a certificate writes and reads, and so does the `ferry` CLI with a Kafka
 //! `client.properties`; a plaintext caller, one that shows no certificate and one that trusts
 //! another CA are refused. Under the authorizer the certificate names the caller: alice, a
-//! super user, lists topics; bob is refused by name. Renewed certificate files are taken
-//! without a restart.
+//! super user, lists topics; bob is refused by name. The HTTP port serves metrics over HTTPS
+//! with the same certificate. Renewed certificate files are taken without a restart.
 
 use std::path::Path;
 use std::time::Duration;
@@ -45,6 +45,28 @@ fn properties(dir: &Path, name: &str, ca: &Path, cert: Option<&str>) -> String {
     path.display().to_string()
 }
 
+/// GET `path` over HTTPS from `addr`, trusting `ca`; the whole answer.
+async fn https_get(addr: &str, ca: &Path, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let files = ClientTlsFiles {
+        truststore: ca.to_path_buf(),
+        keystore: None,
+    };
+    let config = metastore::grpc_tls::client_config(&files).map_err(std::io::Error::other)?;
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls_pki_types_name("127.0.0.1");
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+    tls.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    tls.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
+fn rustls_pki_types_name(host: &str) -> tokio_rustls::rustls::pki_types::ServerName<'static> {
+    tokio_rustls::rustls::pki_types::ServerName::try_from(host.to_string()).expect("a server name")
+}
+
 fn kv_get_with(node: &str, config: &str) -> (i32, String, String) {
     tests::run_ferry(&[
         "kv",
@@ -78,10 +100,17 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     ]
     .map(String::from);
     let tls_args: Vec<&str> = tls_args.iter().map(String::as_str).collect();
+    let http = format!("127.0.0.1:{}", tests::free_port());
     let mut nodes: Vec<tests::ProcNode> = peers
         .iter()
         .map(|(id, addr)| {
-            tests::ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false).with_args(&tls_args)
+            let n =
+                tests::ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false).with_args(&tls_args);
+            if *id == 1 {
+                n.with_args(&["--http-listen", &http])
+            } else {
+                n
+            }
         })
         .collect();
     for n in &mut nodes {
@@ -152,6 +181,13 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     let (code, out, err) = kv_get(Some(good.as_str()));
     assert_eq!(code, 0, "the CLI with alice's certificate: {out}{err}");
     assert!(out.contains('1'), "{out}");
+    // Metrics over HTTPS, with the gRPC port's certificate.
+    let page = https_get(&http, &ca, "/metrics").await.expect("metrics over HTTPS");
+    assert!(
+        page.starts_with("HTTP/1.") && page.contains(" 200 ") && page.contains("ferry_"),
+        "{page}"
+    );
+
     // The certificate names the caller under the authorizer.
     let ferry_topics = |config: &str| {
         tests::run_ferry(&[
@@ -193,6 +229,9 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
             .map(|(run, (who, _))| {
                 let (code, out, err) = run.join().unwrap();
                 assert_ne!(code, 0, "{who} was answered: {out}");
+                if *who == "a plaintext caller" {
+                    assert!(err.contains("security.protocol=SSL"), "no hint to use TLS: {err}");
+                }
                 format!("{who}: {}", err.trim())
             })
             .collect()

@@ -114,9 +114,9 @@ impl RunningNode {
         self.kafka.as_deref()
     }
 
-    /// The address its HTTP server (`/metrics` and the console) serves on, if it serves one.
-    pub fn http_addr(&self) -> Option<SocketAddr> {
-        self.http.as_ref().map(|m| m.addr)
+    /// Its HTTP server's (`/metrics` and the console) URL (`http://` or `https://`), if it serves one.
+    pub fn http_url(&self) -> Option<String> {
+        self.http.as_ref().map(|m| m.url())
     }
 
     /// Stops the roles: the broker first (it deregisters, so leadership moves), then the quorum.
@@ -226,7 +226,13 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             admin.retain(|a| *a != own);
             admin.insert(0, own);
         }
-        running.http = Some(crate::console::serve(listener, registry, &admin)?);
+        // The gRPC port's certificate, when it has one; browsers and scrapers show none.
+        let tls = o.grpc_tls.as_ref().map(|f| metastore::tls::TlsFiles {
+            keystore: f.keystore.clone(),
+            truststore: None,
+            client_auth: metastore::tls::ClientAuth::None,
+        });
+        running.http = Some(crate::console::serve(listener, registry, &admin, tls)?);
     }
     Ok(running)
 }

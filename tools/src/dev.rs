@@ -275,9 +275,9 @@ fn print_banner(a: &DevArgs, layout: &DevLayout, nodes: &[RunningNode], credenti
         );
     }
     let metrics_line = |i: usize| {
-        if let Some(m) = nodes.get(i).and_then(|n| n.http_addr()) {
-            println!("    metrics: http://{m}/metrics");
-            println!("    console: http://{m}/");
+        if let Some(m) = nodes.get(i).and_then(|n| n.http_url()) {
+            println!("    metrics: {m}/metrics");
+            println!("    console: {m}/");
         }
     };
     for (i, (id, addr)) in layout.nodes.iter().enumerate() {

@@ -216,9 +216,28 @@ async fn run(cli: Cli) {
             Some(code) => std::process::exit(code.0),
             None => {
                 eprintln!("error: {e:#}");
+                if let Some(hint) = tls_hint(&format!("{e:#}")) {
+                    eprintln!("hint: {hint}");
+                }
                 std::process::exit(1);
             }
         }
+    }
+}
+
+/// What to try when a call failed the way a TLS port answers a plaintext caller (its first bytes
+/// are a TLS alert, not HTTP/2), or a certificate was refused.
+fn tls_hint(error: &str) -> Option<&'static str> {
+    let plaintext = metastore::grpc_tls::client().is_none();
+    if plaintext && error.contains("http2 error") {
+        Some(
+            "if the node's gRPC port uses TLS, give --command-config with security.protocol=SSL (or \
+             SASL_SSL) and ssl.truststore.location",
+        )
+    } else if error.contains("certificate") {
+        Some("check ssl.truststore.location (the CA of the node's certificate) and ssl.keystore.location")
+    } else {
+        None
     }
 }
 

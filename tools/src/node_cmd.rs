@@ -55,9 +55,9 @@ pub async fn run(a: NodeArgs) -> anyhow::Result<()> {
     let node = cluster_node::start(options).await?;
     let stop = crate::shutdown_signal();
     println!("node {id} listening on {}", node.addr);
-    if let Some(m) = node.http_addr() {
-        println!("  metrics: http://{m}/metrics");
-        println!("  console: http://{m}/");
+    if let Some(m) = node.http_url() {
+        println!("  metrics: {m}/metrics");
+        println!("  console: {m}/");
     }
     stop.await;
     node.shutdown().await;

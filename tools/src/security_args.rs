@@ -109,7 +109,8 @@ impl SecurityArgs {
 #[derive(Args, Debug, Clone)]
 pub struct GrpcTlsArgs {
     /// PEM file with the gRPC port's certificate chain and private key; the node shows it to
-    /// peers too, so it should allow client authentication. Read again when it changes.
+    /// peers too, so it should allow client authentication. The HTTP port (metrics and the
+    /// console) serves HTTPS with it. Read again when it changes.
     #[arg(long, env = "FERRY_GRPC_SSL_KEYSTORE_LOCATION")]
     pub grpc_ssl_keystore_location: Option<std::path::PathBuf>,
     /// PEM file with the CAs that sign the peers' and clients' certificates.

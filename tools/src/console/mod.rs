@@ -115,11 +115,23 @@ pub struct HttpServer {
     /// The address it serves on.
     pub addr: SocketAddr,
     task: JoinHandle<()>,
+    tls_watch: Option<JoinHandle<()>>,
+}
+
+impl HttpServer {
+    /// Where it serves: `http://HOST:PORT` or, over TLS, `https://HOST:PORT`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls_watch.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
 }
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(w) = &self.tls_watch {
+            w.abort();
+        }
     }
 }
 
@@ -131,10 +143,22 @@ pub async fn bind(listen: SocketAddr) -> anyhow::Result<TcpListener> {
 }
 
 /// Serves metrics and the console on `listener` until the returned server is dropped; the
-/// console asks the quorum nodes at `admin`.
-pub fn serve(listener: TcpListener, registry: Registry, admin: &[String]) -> anyhow::Result<HttpServer> {
+/// console asks the quorum nodes at `admin`. With `tls` (a keystore; no client certificates
+/// are asked for: browsers and scrapers show none) it serves HTTPS, reloading the files when
+/// they change.
+pub fn serve(
+    listener: TcpListener,
+    registry: Registry,
+    admin: &[String],
+    tls: Option<metastore::tls::TlsFiles>,
+) -> anyhow::Result<HttpServer> {
     let addr = listener.local_addr()?;
     let api = Api::new(admin);
+    let tls = tls
+        .map(|files| metastore::tls::Reloading::new(files).map(Arc::new))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("the HTTP port's TLS: {e}"))?;
+    let tls_watch = tls.clone().map(|t| tokio::spawn(t.watch(metastore::tls::RELOAD_EVERY)));
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let task = tokio::spawn(async move {
         loop {
@@ -150,7 +174,7 @@ pub fn serve(listener: TcpListener, registry: Registry, admin: &[String]) -> any
                     continue;
                 }
             };
-            let (registry, api) = (registry.clone(), api.clone());
+            let (registry, api, tls) = (registry.clone(), api.clone(), tls.clone());
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
                     let (registry, api) = (registry.clone(), api.clone());
@@ -159,19 +183,46 @@ pub fn serve(listener: TcpListener, registry: Registry, admin: &[String]) -> any
                         Ok::<_, Infallible>(r)
                     }
                 });
-                let conn = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_TIMEOUT)
-                    .serve_connection(TokioIo::new(stream), svc);
+                // The handshake counts against the connection's lifetime too.
+                let served = tokio::time::timeout(CONNECTION_LIFETIME, async {
+                    match tls {
+                        Some(tls) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+                            match acceptor.accept(stream).await {
+                                Ok(s) => serve_connection(s, svc).await,
+                                Err(e) => tracing::debug!(error = %e, "http endpoint: TLS handshake refused"),
+                            }
+                        }
+                        None => serve_connection(stream, svc).await,
+                    }
+                });
                 // Past its lifetime the connection is dropped, which closes it.
-                if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
-                    tracing::debug!(error = %e, "http connection ended");
-                }
+                let _ = served.await;
                 drop(permit);
             });
         }
     });
-    Ok(HttpServer { addr, task })
+    Ok(HttpServer { addr, task, tls_watch })
+}
+
+/// Serves one HTTP/1 connection to its end.
+async fn serve_connection<IO, S>(io: IO, svc: S)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<
+        Request<hyper::body::Incoming>,
+        Response = Response<http_body_util::Full<Bytes>>,
+        Error = Infallible,
+    >,
+    S::Future: Send + 'static,
+{
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(io), svc);
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "http connection ended");
+    }
 }
 
 #[cfg(test)]
@@ -226,7 +277,7 @@ mod tests {
     #[tokio::test]
     async fn the_server_answers_pages_errors_and_bad_requests_without_failing() {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let server = serve(listener, Registry::new(), &[]).unwrap();
+        let server = serve(listener, Registry::new(), &[], None).unwrap();
         let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
         let page = exchange(server.addr, get("/?tab=moves").as_bytes()).await;
         assert!(page.starts_with("HTTP/1.1 200"), "{page}");
