@@ -2,7 +2,7 @@
 //! --add`, `--list` and `--remove` as the super user; a user with READ on one topic and one
 //! group consumes it but cannot produce to it, and cannot see or describe another topic;
 //! `kafka-reassign-partitions` as that user is refused for want of ALTER on the cluster, and
-//! succeeds as the super user.
+//! succeeds as the super user; `kafka-delete-records` likewise needs DELETE on the topic.
 
 use tests::kafka::tool;
 
@@ -114,6 +114,22 @@ async fn kafka_acls_grant_read_on_one_topic_and_group_and_cluster_changes_need_a
     );
     let (ok, out) = run(&bob, "kafka-topics", &["--describe", "--topic", "t2"], "");
     assert!(!ok, "bob may not describe t2: {out}");
+
+    // Deleting records needs DELETE on the topic: bob's READ is not enough.
+    let offsets = dir.path().join("delete.json");
+    std::fs::write(
+        &offsets,
+        r#"{"version":1,"partitions":[{"topic":"t1","partition":0,"offset":1}]}"#,
+    )
+    .unwrap();
+    let offsets = offsets.to_string_lossy().into_owned();
+    let (_, out) = run(&bob, "kafka-delete-records", &["--offset-json-file", &offsets], "");
+    assert!(
+        out.contains("TopicAuthorizationException") && !out.contains("low_watermark: 1"),
+        "bob may not delete t1's records: {out}"
+    );
+    let (ok, out) = run(&admin, "kafka-delete-records", &["--offset-json-file", &offsets], "");
+    assert!(ok && out.contains("low_watermark: 1"), "{out}");
 
     // A reassignment needs ALTER on the cluster.
     let plan = dir.path().join("plan.json");

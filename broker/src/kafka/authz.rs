@@ -228,14 +228,33 @@ pub(super) fn fetch_denied(answer: &mut FetchResponse, denied: Vec<DeniedFetch>)
 
 /// ListOffsets: the topics the principal may not describe, taken out of the request.
 pub(super) fn list_offsets(who: &Who<'_>, req: &mut ListOffsetsRequest) -> Vec<(TopicName, Vec<i32>)> {
+    refuse_topics(who, Operation::Describe, None, &mut req.topics, |t| {
+        (&t.name, t.partitions.iter().map(|p| p.partition_index).collect())
+    })
+}
+
+/// Takes the topics of `topics` that the principal may not do `op` on out of a request, and
+/// returns them with their partitions (from `parts`), for the answer to refuse; with `audit`,
+/// each decision is logged as that API's.
+pub(super) fn refuse_topics<T>(
+    who: &Who<'_>,
+    op: Operation,
+    audit: Option<ApiKey>,
+    topics: &mut Vec<T>,
+    parts: impl Fn(&T) -> (&TopicName, Vec<i32>),
+) -> Vec<(TopicName, Vec<i32>)> {
     if !who.checked() {
         return Vec::new();
     }
     let mut denied = Vec::new();
-    req.topics.retain(|t| {
-        let ok = who.topic(Operation::Describe, &t.name.0);
+    topics.retain(|t| {
+        let (name, partitions) = parts(t);
+        let ok = who.topic(op, &name.0);
+        if let Some(api) = audit {
+            who.audit(api, op, &format!("Topic:{}", name.0), ok);
+        }
         if !ok {
-            denied.push((t.name.clone(), t.partitions.iter().map(|p| p.partition_index).collect()));
+            denied.push((name.clone(), partitions));
         }
         ok
     });

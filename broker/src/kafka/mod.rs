@@ -11,6 +11,7 @@ pub mod apis;
 mod authz;
 mod authz_admin;
 mod authz_groups;
+mod authz_records;
 pub mod client_quotas;
 pub mod configs;
 mod connection;
@@ -275,12 +276,19 @@ async fn handle(
             respond(api, version, c, &answer)
         }
         ApiKey::OffsetForLeaderEpoch => {
-            let req = OffsetForLeaderEpochRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &data::offset_for_leader_epoch(core, req))
+            let mut req = OffsetForLeaderEpochRequest::decode(&mut frame, version).map_err(malformed)?;
+            let denied = authz_records::offset_for_leader_epoch(&who, &mut req);
+            let mut answer = data::offset_for_leader_epoch(core, req);
+            authz_records::offset_for_leader_epoch_denied(&mut answer, denied);
+            respond(api, version, c, &answer)
         }
         ApiKey::DeleteRecords => {
-            let req = kafka_protocol::messages::DeleteRecordsRequest::decode(&mut frame, version).map_err(malformed)?;
-            respond(api, version, c, &delete_records::delete_records(core, req).await)
+            let mut req =
+                kafka_protocol::messages::DeleteRecordsRequest::decode(&mut frame, version).map_err(malformed)?;
+            let denied = authz_records::delete_records(&who, &mut req);
+            let mut answer = delete_records::delete_records(core, req).await;
+            authz_records::delete_records_denied(&mut answer, denied);
+            respond(api, version, c, &answer)
         }
         ApiKey::InitProducerId => {
             let req = InitProducerIdRequest::decode(&mut frame, version).map_err(malformed)?;
