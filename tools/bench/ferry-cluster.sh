@@ -7,8 +7,10 @@
 # ferry<i>/d1 (to compare JBOD moves). SECURE=1 makes the Kafka listeners SASL_SSL with
 # SCRAM-SHA-512 only, with the PEM keystore SECURE_KEYSTORE (chain and key, as `ferry certs` writes
 # server.pem), and gives SECURE_USER (default admin) the SCRAM-SHA-512 password SECURE_PASSWORD
-# once the cluster is ready (`ferry users set-scram` with node 1's cluster credential); the gRPC, Raft and replication traffic is
-# unchanged (Ferry has no TLS there yet).
+# once the cluster is ready (`ferry users set-scram` with node 1's cluster credential). SECURE=1
+# also puts the gRPC port (clients, Raft, replication) on TLS with the same keystore, mutual
+# between the nodes, trusting SECURE_TRUSTSTORE; the scripts' `ferry` commands then take
+# $ferry_tls (set here: `--command-config` with that truststore).
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -22,7 +24,8 @@ start_ferry_node() { # id base port; sets pids[id - 1]
   [ -z "${FERRY_KAFKA_BASE:-}" ] || extra=(--kafka-listen "127.0.0.1:$((FERRY_KAFKA_BASE + id - 1))")
   [ -z "${FERRY_TWO_LOG_DIRS:-}" ] || extra+=(--log-dirs "$work/ferry$id/d0,$work/ferry$id/d1")
   [ -z "${SECURE:-}" ] || extra+=(--kafka-security-protocol SASL_SSL --sasl-enabled-mechanisms SCRAM-SHA-512
-    --ssl-keystore-location "$SECURE_KEYSTORE")
+    --ssl-keystore-location "$SECURE_KEYSTORE" --grpc-ssl-keystore-location "$SECURE_KEYSTORE"
+    --grpc-ssl-truststore-location "$SECURE_TRUSTSTORE")
   RUST_LOG=${FERRY_LOG:-error} "$bin/ferry" node --id "$id" --data-dir "$work/ferry$id" \
     --listen "127.0.0.1:$((base + id - 1))" --peers "$peers" "${extra[@]}" ${FERRY_NODE_ARGS:-} \
     >>"$work/ferry$id.log" 2>&1 &
@@ -31,6 +34,11 @@ start_ferry_node() { # id base port; sets pids[id - 1]
 
 start_ferry_cluster() { # base port
   local base=$1
+  ferry_tls=()
+  if [ -n "${SECURE:-}" ]; then
+    printf 'security.protocol=SSL\nssl.truststore.location=%s\n' "$SECURE_TRUSTSTORE" >"$work/ferry-tls.properties"
+    ferry_tls=(--command-config "$work/ferry-tls.properties")
+  fi
   for id in 1 2 3; do start_ferry_node "$id" "$base"; done
   endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
   server_pids=$(IFS=,; echo "${pids[*]}")
@@ -38,7 +46,7 @@ start_ferry_cluster() { # base port
   for _ in $(seq 1 300); do
     # Ready once a write commits and node 1 has written the cluster credential it applied
     # (the scripts read it from there).
-    "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$endpoints" >/dev/null 2>&1 &&
+    "$bin/ferry" kv put /bench-ready 1 --bootstrap-server "$endpoints" "${ferry_tls[@]}" >/dev/null 2>&1 &&
       [ -s "$work/ferry1/cluster-credential" ] && ready=1 && break
     sleep 0.2
   done
@@ -48,6 +56,6 @@ start_ferry_cluster() { # base port
   fi
   # The Security service takes users from holders of the cluster credential only.
   [ -z "${SECURE:-}" ] || "$bin/ferry" users set-scram "${SECURE_USER:-admin}" --password "$SECURE_PASSWORD" \
-    --mechanism SCRAM-SHA-512 --bootstrap-server "$endpoints" \
+    --mechanism SCRAM-SHA-512 --bootstrap-server "$endpoints" "${ferry_tls[@]}" \
     --cluster-credential-file "$work/ferry1/cluster-credential" >/dev/null
 }

@@ -18,9 +18,9 @@
 # Both systems take the same certificates (`ferry certs --host 127.0.0.1`: an ECDSA P-256 server
 # certificate, its key and chain in one PEM file, Kafka's ssl.keystore.type=PEM) and the same user
 # (`ferry users set-scram`; Kafka's `kafka-storage format --add-scram`), 4096 iterations on both.
-# Kafka's brokers replicate over a PLAINTEXT listener of their own (inter.broker.listener.name),
-# since Ferry's replication (gRPC) has no TLS yet either; SECURE_INTER_BROKER=1 puts Kafka's on
-# SASL_SSL too (tools/bench/kafka-cluster.sh), which Ferry cannot match.
+# In sasl_ssl mode both systems encrypt their replication too: Kafka's brokers talk to each other
+# over SASL_SSL (inter.broker.listener.name; SECURE_INTER_BROKER= puts them back on a PLAINTEXT
+# listener of their own), Ferry's nodes over mutual TLS on their gRPC ports.
 # Prints one table (each figure for both, Ferry/Kafka, and each system's sasl_ssl/plaintext; n/a
 # where a system refused or failed, with the reason on stderr) and the JSON lines behind it.
 #
@@ -68,6 +68,7 @@ tick=$(getconf CLK_TCK)
 export SECURE_KEYSTORE=$root/certs/server.pem SECURE_TRUSTSTORE=$root/certs/ca.pem SECURE_USER=admin
 SECURE_PASSWORD=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export SECURE_PASSWORD
+export SECURE_INTER_BROKER=${SECURE_INTER_BROKER-1}
 cat >"$root/client-sasl_ssl.properties" <<EOF
 security.protocol=SASL_SSL
 sasl.mechanism=SCRAM-SHA-512
