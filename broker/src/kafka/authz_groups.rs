@@ -7,8 +7,9 @@
 
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{
-    ConsumerGroupDescribeResponse, DescribeGroupsResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse, TopicName,
+    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest, DescribeGroupsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, ListGroupsResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchResponse,
+    TopicName,
 };
 use proto::acl::{Operation, ResourceType};
 use proto::errors::ErrorCode;
@@ -168,5 +169,65 @@ pub(super) fn consumer_group_describe(who: &Who<'_>, answer: &mut ConsumerGroupD
             g.group_id = id;
             g.error_code = group_refused();
         }
+    }
+}
+
+/// ConsumerGroupHeartbeat's subscribed topics the principal may not describe (Kafka answers the
+/// heartbeat TOPIC_AUTHORIZATION_FAILED when there is any, so a member cannot learn of topics
+/// through the group's assignment).
+pub(super) fn undescribable_subscriptions(who: &Who<'_>, req: &ConsumerGroupHeartbeatRequest) -> Vec<String> {
+    if !who.checked() {
+        return Vec::new();
+    }
+    let mut refused: Vec<String> = req
+        .subscribed_topic_names
+        .iter()
+        .flatten()
+        .map(|t| t.0.to_string())
+        .filter(|t| !who.topic(Operation::Describe, t))
+        .collect();
+    refused.sort();
+    refused.dedup();
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::view::SecurityView;
+    use crate::auth::ListenerSecurity;
+    use kafka_protocol::messages::TopicName;
+    use proto::acl::{AccessControlEntry, Permission, ResourcePattern};
+
+    #[test]
+    fn a_heartbeat_subscribing_to_a_topic_it_may_not_describe_is_refused_by_name() {
+        let view = SecurityView::new(ListenerSecurity {
+            authorizer: true,
+            ..Default::default()
+        });
+        let key = proto::acl::key_of(&ResourcePattern::literal(ResourceType::Topic, "t1"));
+        let value = proto::acl::encode_acls(&[AccessControlEntry::new(
+            "User:bob",
+            "*",
+            Operation::Read,
+            Permission::Allow,
+        )]);
+        view.apply_acls(true, std::iter::once((key.as_str(), Some(value.as_slice()))));
+        let dir = tempfile::tempdir().unwrap();
+        let core =
+            crate::replica_manager::BrokerCore::open(1, vec![dir.path().to_path_buf()], Default::default()).unwrap();
+        let who = Who::new(&view, &core, "User:bob".into(), "127.0.0.1");
+        let heartbeat = |topics: &[&str]| {
+            let mut req = ConsumerGroupHeartbeatRequest::default();
+            req.subscribed_topic_names = Some(topics.iter().map(|t| TopicName(t.to_string().into())).collect());
+            req
+        };
+        // READ implies DESCRIBE on t1; t2 has no ACL.
+        assert!(undescribable_subscriptions(&who, &heartbeat(&["t1"])).is_empty());
+        assert_eq!(
+            undescribable_subscriptions(&who, &heartbeat(&["t1", "t2", "t2"])),
+            ["t2"]
+        );
+        assert!(undescribable_subscriptions(&who, &ConsumerGroupHeartbeatRequest::default()).is_empty());
     }
 }

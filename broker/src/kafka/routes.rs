@@ -141,6 +141,14 @@ pub(super) async fn group_api(
                 r.member_epoch = -1;
                 return respond(api, version, c, &r);
             }
+            let hidden = az::undescribable_subscriptions(who, &req);
+            if !hidden.is_empty() {
+                let mut r = ConsumerGroupHeartbeatResponse::default();
+                r.error_code = super::apis::wire(proto::errors::ErrorCode::TOPIC_AUTHORIZATION_FAILED);
+                r.error_message = Some(format!("not authorized to describe the subscribed topics {hidden:?}").into());
+                r.member_epoch = -1;
+                return respond(api, version, c, &r);
+            }
             let answer = consumer_groups::heartbeat(g, core, req, host, client).await;
             respond(api, version, c, &answer)
         }
