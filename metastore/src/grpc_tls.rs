@@ -37,6 +37,9 @@ pub struct ClientTlsFiles {
 /// The process's client setting: none means plaintext.
 static CLIENT: RwLock<Option<ClientTlsFiles>> = RwLock::new(None);
 
+/// gRPC's application protocol, offered on both sides.
+const H2: &[u8] = b"h2";
+
 /// How long a new connection may take to finish its TLS handshake.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 
@@ -57,13 +60,14 @@ pub fn client_config(files: &ClientTlsFiles) -> Result<Arc<ClientConfig>, TlsErr
     let builder = ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
-    let config = match &files.keystore {
+    let mut config = match &files.keystore {
         Some(ks) => {
             let (chain, key) = read_keystore(ks)?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),
     };
+    config.alpn_protocols = vec![H2.to_vec()];
     Ok(Arc::new(config))
 }
 
@@ -102,7 +106,15 @@ where
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         let mut conns = conns;
-        while let Some(conn) = conns.next().await {
+        loop {
+            // Ends with the server (its receiver gone), not only at the next connection.
+            let conn = tokio::select! {
+                _ = tx.closed() => return,
+                conn = conns.next() => match conn {
+                    Some(conn) => conn,
+                    None => return,
+                },
+            };
             let tcp = match conn {
                 Ok(tcp) => tcp,
                 Err(e) => {
@@ -110,9 +122,6 @@ where
                     continue;
                 }
             };
-            if tx.is_closed() {
-                return;
-            }
             let acceptor = TlsAcceptor::from(tls.config());
             let tx = tx.clone();
             tokio::spawn(async move {
@@ -147,6 +156,16 @@ pub fn node_client(files: &crate::tls::TlsFiles) -> Result<ClientTlsFiles, TlsEr
             reason: "a node's gRPC port needs the CAs that sign its peers' certificates".into(),
         });
     };
+    let (chain, _) = read_keystore(&files.keystore)?;
+    if !chain.first().is_some_and(crate::tls::allows_client_auth) {
+        return Err(TlsError::File {
+            setting: "ssl.keystore.location",
+            path: files.keystore.display().to_string(),
+            reason: "the certificate does not allow client authentication (extended key usage \
+                     clientAuth), and a node shows it to its peers"
+                .into(),
+        });
+    }
     let client = ClientTlsFiles {
         truststore,
         keystore: Some(files.keystore.clone()),
@@ -155,12 +174,12 @@ pub fn node_client(files: &crate::tls::TlsFiles) -> Result<ClientTlsFiles, TlsEr
     Ok(client)
 }
 
-/// A node's gRPC TLS: the server side from `files`, reloaded while the returned task runs, and
-/// this process's channels set as [`node_client`] makes them.
-pub fn start_node(files: &crate::tls::TlsFiles) -> Result<(Arc<Reloading>, tokio::task::JoinHandle<()>), TlsError> {
+/// A node's gRPC TLS: the server side from `files` (offering `h2`), and this process's channels
+/// set as [`node_client`] makes them. The caller keeps it reloaded with
+/// [`Reloading::watch`] once the node has started.
+pub fn start_node(files: &crate::tls::TlsFiles) -> Result<Arc<Reloading>, TlsError> {
     let client = node_client(files)?;
-    let reloading = Arc::new(Reloading::new(files.clone())?);
+    let reloading = Arc::new(Reloading::with_alpn(files.clone(), vec![H2.to_vec()])?);
     set_client(Some(client));
-    let watch = tokio::spawn(reloading.clone().watch(crate::tls::RELOAD_EVERY));
-    Ok((reloading, watch))
+    Ok(reloading)
 }

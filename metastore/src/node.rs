@@ -241,12 +241,9 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     check_config(&cfg)?;
     let config = Arc::new(raft_config(&cfg.raft)?);
     // Before any channel opens: they take this process's TLS setting when they are made.
-    let (tls, tls_watch) = match &cfg.grpc_tls {
-        Some(files) => {
-            let (tls, watch) = crate::grpc_tls::start_node(files).map_err(|e| NodeError::Config(e.to_string()))?;
-            (Some(tls), Some(watch))
-        }
-        None => (None, None),
+    let tls = match &cfg.grpc_tls {
+        Some(files) => Some(crate::grpc_tls::start_node(files).map_err(|e| NodeError::Config(e.to_string()))?),
+        None => None,
     };
     let (log_store, sm) = open_storage(&cfg)?;
     // Raft's pre-vote reads the log's last entry; openraft's lease is the longest timeout.
@@ -304,6 +301,7 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     let accept = raft_thread
         .handle()
         .spawn(raft_lane::route(listener, client_conns, raft_conns));
+    let reloaded = tls.clone();
     serve_raft_lane(raft_thread.handle(), &core, &voter, raft_rx, tls.clone());
     let server = serve(client_rx, &core, &voter, cfg.extra_services.clone(), tls, shutdown_rx).await?;
     if !cfg.join && !cfg.peers.is_empty() {
@@ -315,6 +313,8 @@ pub async fn start(cfg: NodeConfig) -> Result<NodeHandle, NodeError> {
     raft_thread
         .handle()
         .spawn(async move { crate::election_watch::start(watched, peers, heard, voter, timing) });
+    // Started last of all: a start that fails leaves no task behind.
+    let tls_watch = reloaded.map(|t| tokio::spawn(t.watch(crate::tls::RELOAD_EVERY)));
     tracing::info!(id = cfg.id, %addr, "metastore node started");
     Ok(NodeHandle {
         id: cfg.id,

@@ -117,8 +117,14 @@ pub(crate) fn read_truststore(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(roots)
 }
 
-/// The server config the files make.
+/// The server config the files make, offering no application protocol (Kafka's).
 pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+    load_with_alpn(files, Vec::new())
+}
+
+/// The server config the files make, offering the application protocols `alpn` (gRPC's `h2`:
+/// grpc-go and grpc-java clients require it).
+pub fn load_with_alpn(files: &TlsFiles, alpn: Vec<Vec<u8>>) -> Result<Arc<ServerConfig>, TlsError> {
     let (chain, key) = read_keystore(&files.keystore)?;
     let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = match (files.client_auth, &files.truststore) {
@@ -143,26 +149,68 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
         }
     };
     let mut config = builder.with_single_cert(chain, key)?;
-    config.alpn_protocols.clear();
+    config.alpn_protocols = alpn;
     Ok(Arc::new(config))
 }
 
 /// The principal a client certificate names, as Kafka's default mapping makes it: `User:`
-/// and the subject's distinguished name as RFC 2253 writes it (Java's `X500Principal`).
+/// and the subject's distinguished name as RFC 2253 writes it (Java's `X500Principal`): the
+/// RDNs last first, the attributes of one RDN joined by `+`, special characters escaped, and
+/// an attribute without a short name (or a value that is not a string) as `OID=#hex` of its
+/// value's bytes (Java writes the whole encoding there), so that no two subjects map to one
+/// principal.
 pub fn principal_of(cert: &CertificateDer<'_>) -> Option<String> {
     let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
-    // x509-parser walks the RDNs in their encoded order; RFC 2253 writes them last first.
-    let mut parts: Vec<String> = parsed
+    let mut rdns: Vec<String> = parsed
         .subject()
         .iter_rdn()
-        .flat_map(|rdn| {
+        .map(|rdn| {
             rdn.iter()
-                .map(|a| (a.attr_type().clone(), a.as_str().map(str::to_string)))
+                .map(|a| {
+                    let oid = a.attr_type();
+                    match (short_name(oid), a.as_str()) {
+                        (Some(name), Ok(v)) => format!("{name}={}", escape_rdn_value(v)),
+                        _ => {
+                            let hex: String = a.attr_value().data.iter().map(|b| format!("{b:02x}")).collect();
+                            format!("{}=#{hex}", oid.to_id_string())
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("+")
         })
-        .filter_map(|(oid, v)| Some(format!("{}={}", short_name(&oid)?, v.ok()?)))
         .collect();
-    parts.reverse();
-    Some(format!("User:{}", parts.join(",")))
+    rdns.reverse();
+    Some(format!("User:{}", rdns.join(",")))
+}
+
+/// RFC 2253's escapes: `,+"\<>;` anywhere, `#` or a space first, a space last.
+fn escape_rdn_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let last = v.chars().count().saturating_sub(1);
+    for (i, c) in v.chars().enumerate() {
+        let special = matches!(c, ',' | '+' | '"' | '\\' | '<' | '>' | ';')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if special {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a certificate may authenticate a TLS client: it names no extended key usage, or
+/// names client authentication among them.
+pub fn allows_client_auth(cert: &CertificateDer<'_>) -> bool {
+    let Ok((_, parsed)) = x509_parser::parse_x509_certificate(cert.as_ref()) else {
+        return false;
+    };
+    match parsed.extended_key_usage() {
+        Ok(Some(eku)) => eku.value.client_auth || eku.value.any,
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 fn short_name(oid: &x509_parser::der_parser::oid::Oid<'_>) -> Option<&'static str> {
@@ -173,6 +221,9 @@ fn short_name(oid: &x509_parser::der_parser::oid::Oid<'_>) -> Option<&'static st
         ("2.5.4.8", "ST"),
         ("2.5.4.10", "O"),
         ("2.5.4.11", "OU"),
+        ("2.5.4.9", "STREET"),
+        ("0.9.2342.19200300.100.1.25", "DC"),
+        ("0.9.2342.19200300.100.1.1", "UID"),
     ];
     let s = oid.to_id_string();
     known.iter().find(|(id, _)| *id == s).map(|(_, n)| *n)
@@ -184,6 +235,7 @@ type Contents = Vec<Option<Vec<u8>>>;
 /// The served config, swapped when the files change.
 pub struct Reloading {
     files: TlsFiles,
+    alpn: Vec<Vec<u8>>,
     current: parking_lot::RwLock<(Arc<ServerConfig>, Contents)>,
 }
 
@@ -200,10 +252,16 @@ fn stamps(files: &TlsFiles) -> Contents {
 impl Reloading {
     /// Loads the files once; an error here stops the listener from starting.
     pub fn new(files: TlsFiles) -> Result<Self, TlsError> {
-        let config = load(&files)?;
+        Self::with_alpn(files, Vec::new())
+    }
+
+    /// Like [`Reloading::new`], offering the application protocols `alpn`.
+    pub fn with_alpn(files: TlsFiles, alpn: Vec<Vec<u8>>) -> Result<Self, TlsError> {
+        let config = load_with_alpn(&files, alpn.clone())?;
         let when = stamps(&files);
         Ok(Self {
             files,
+            alpn,
             current: parking_lot::RwLock::new((config, when)),
         })
     }
@@ -219,7 +277,7 @@ impl Reloading {
         if now == self.current.read().1 {
             return;
         }
-        match load(&self.files) {
+        match load_with_alpn(&self.files, self.alpn.clone()) {
             Ok(c) => {
                 tracing::info!(keystore = %self.files.keystore.display(), "TLS certificates reloaded");
                 *self.current.write() = (c, now);

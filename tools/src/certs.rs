@@ -145,4 +145,41 @@ mod tests {
             Some("User:O=ferry,CN=alice")
         );
     }
+
+    fn der_of(p: CertificateParams) -> rustls_pki_types::CertificateDer<'static> {
+        let key = KeyPair::generate().unwrap();
+        p.self_signed(&key).unwrap().der().clone()
+    }
+
+    #[test]
+    fn a_principal_escapes_its_names_so_that_no_subject_passes_for_another() {
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name.push(DnType::OrganizationName, "ferry,CN=alice");
+        let forged = metastore::tls::principal_of(&der_of(p)).unwrap();
+        assert_eq!(forged, "User:O=ferry\\,CN=alice");
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = rcgen::DistinguishedName::new();
+        p.distinguished_name
+            .push(DnType::CustomDnType(vec![2, 5, 4, 12]), "boss");
+        p.distinguished_name.push(DnType::CommonName, "alice");
+        let unknown = metastore::tls::principal_of(&der_of(p)).unwrap();
+        assert!(unknown.starts_with("User:CN=alice,2.5.4.12=#"), "{unknown}");
+    }
+
+    #[test]
+    fn a_node_certificate_must_allow_client_auth() {
+        let mut server_only = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        server_only.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        assert!(!metastore::tls::allows_client_auth(&der_of(server_only)));
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(dir.path(), &["127.0.0.1".into()], &[], 2).unwrap();
+        let pem = std::fs::read(&f.server).unwrap();
+        use rustls_pki_types::pem::PemObject;
+        let cert = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+            .next()
+            .unwrap()
+            .unwrap();
+        assert!(metastore::tls::allows_client_auth(&cert));
+    }
 }

@@ -419,8 +419,8 @@ async fn serve_broker(
     let svc = Guarded::new(svc, grpc_guard(o, client, registry, running));
     let tls = match &o.grpc_tls {
         Some(files) => {
-            let (tls, watch) = metastore::grpc_tls::start_node(files).map_err(|e| anyhow::anyhow!("gRPC TLS: {e}"))?;
-            running.tls_watch = Some(watch);
+            let tls = metastore::grpc_tls::start_node(files).map_err(|e| anyhow::anyhow!("gRPC TLS: {e}"))?;
+            running.tls_watch = Some(tokio::spawn(tls.clone().watch(metastore::tls::RELOAD_EVERY)));
             Some(tls)
         }
         None => None,

@@ -52,6 +52,16 @@ pub fn read_tls(path: &Path) -> anyhow::Result<Option<metastore::grpc_tls::Clien
     if !matches!(protocol.as_deref(), Some("SSL" | "SASL_SSL")) {
         return Ok(None);
     }
+    if let Some(t) = props
+        .get("ssl.truststore.type")
+        .filter(|t| !t.eq_ignore_ascii_case("PEM"))
+    {
+        anyhow::bail!(
+            "--command-config {}: ssl.truststore.type {t}: ferry reads PEM truststores only (or give \
+             --grpc-plaintext if the cluster's gRPC port does not use TLS)",
+            path.display()
+        );
+    }
     let truststore = props.get("ssl.truststore.location").ok_or_else(|| {
         anyhow!(
             "--command-config {}: security.protocol {} needs ssl.truststore.location (a PEM file of CAs)",

@@ -27,14 +27,21 @@ pub fn prepare(dir: &Path) -> anyhow::Result<Secure> {
     // Absolute: the client config names the CA file, and a client may run from anywhere.
     let dir = std::path::absolute(dir.join("secure")).context("the data dir's path")?;
     let password_file = dir.join("admin-password");
+    let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+    let kept = crate::certs::CertFiles {
+        ca: dir.join("ca.pem"),
+        server: dir.join("server.pem"),
+        clients: Vec::new(),
+    };
     let certs = if password_file.exists() {
-        crate::certs::CertFiles {
-            ca: dir.join("ca.pem"),
-            server: dir.join("server.pem"),
-            clients: Vec::new(),
+        // Certificates made before the nodes showed theirs to each other lack client auth.
+        if metastore::grpc_tls::node_client(&Secure::node_files(&kept)).is_ok() {
+            kept
+        } else {
+            crate::certs::write(&dir, &hosts, &[], 365)?
         }
     } else {
-        let certs = crate::certs::write(&dir, &["127.0.0.1".into(), "localhost".into()], &[], 365)?;
+        let certs = crate::certs::write(&dir, &hosts, &[], 365)?;
         let password: String = {
             use rand::distr::{Alphanumeric, SampleString};
             Alphanumeric.sample_string(&mut rand::rng(), 24)
@@ -88,9 +95,13 @@ impl Secure {
     /// The gRPC ports' TLS: the nodes show their certificate to each other (mutual TLS); a client
     /// may show one, or log in with a password.
     pub fn grpc_tls(&self) -> TlsFiles {
+        Self::node_files(&self.certs)
+    }
+
+    fn node_files(certs: &crate::certs::CertFiles) -> TlsFiles {
         TlsFiles {
-            keystore: self.certs.server.clone(),
-            truststore: Some(self.certs.ca.clone()),
+            keystore: certs.server.clone(),
+            truststore: Some(certs.ca.clone()),
             client_auth: ClientAuth::Requested,
         }
     }

@@ -298,6 +298,10 @@ pub struct Bootstrap {
     /// `security.protocol` SSL or SASL_SSL they reach the cluster over TLS.
     #[arg(long, global = true, env = "FERRY_COMMAND_CONFIG")]
     command_config: Option<std::path::PathBuf>,
+    /// Reach the gRPC port in plaintext even when `--command-config` says SSL or SASL_SSL (a
+    /// cluster whose Kafka listeners use TLS and whose gRPC port does not).
+    #[arg(long, global = true, env = "FERRY_GRPC_PLAINTEXT")]
+    grpc_plaintext: bool,
 }
 
 impl Bootstrap {
@@ -313,7 +317,7 @@ impl Bootstrap {
     /// Reaches the gRPC ports over TLS when `--command-config` asks for it (before any channel
     /// is made: each takes the process's setting when it is).
     fn use_tls(&self) -> anyhow::Result<()> {
-        if let Some(path) = &self.command_config {
+        if let Some(path) = self.command_config.as_ref().filter(|_| !self.grpc_plaintext) {
             if let Some(files) = command_config::read_tls(path)? {
                 metastore::grpc_tls::set_client(Some(files));
             }

@@ -188,9 +188,11 @@ pub fn serve(
                     match tls {
                         Some(tls) => {
                             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-                            match acceptor.accept(stream).await {
-                                Ok(s) => serve_connection(s, svc).await,
-                                Err(e) => tracing::debug!(error = %e, "http endpoint: TLS handshake refused"),
+                            // A handshake has the time a plaintext request has for its header.
+                            match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                                Ok(Ok(s)) => serve_connection(s, svc).await,
+                                Ok(Err(e)) => tracing::debug!(error = %e, "http endpoint: TLS handshake refused"),
+                                Err(_) => tracing::debug!("http endpoint: TLS handshake did not finish in time"),
                             }
                         }
                         None => serve_connection(stream, svc).await,
