@@ -43,6 +43,20 @@ const H2: &[u8] = b"h2";
 /// How long a new connection may take to finish its TLS handshake.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(10);
 
+/// Refused or unfinished TLS handshakes on this process's gRPC ports.
+pub fn handshake_failures() -> &'static prometheus::IntCounter {
+    static FAILURES: std::sync::OnceLock<prometheus::IntCounter> = std::sync::OnceLock::new();
+    FAILURES.get_or_init(|| {
+        // The name and help are constants: creating the counter cannot fail.
+        prometheus::IntCounter::new(
+            "ferry_grpc_tls_handshake_failures_total",
+            "TLS handshakes on the gRPC ports of this process that were refused or did not finish \
+             (an untrusted or missing certificate, a plaintext caller).",
+        )
+        .expect("a valid metric name")
+    })
+}
+
 /// Makes every gRPC channel this process opens from now on use TLS with `files` (plaintext
 /// with none). Channels already open keep what they were opened with.
 pub fn set_client(files: Option<ClientTlsFiles>) {
@@ -130,8 +144,14 @@ where
                     Ok(Ok(s)) => {
                         let _ = tx.send(Ok(s)).await;
                     }
-                    Ok(Err(e)) => tracing::info!(?peer, error = %e, "gRPC TLS handshake refused"),
-                    Err(_) => tracing::info!(?peer, "gRPC TLS handshake did not finish in time"),
+                    Ok(Err(e)) => {
+                        handshake_failures().inc();
+                        tracing::info!(?peer, error = %e, "gRPC TLS handshake refused");
+                    }
+                    Err(_) => {
+                        handshake_failures().inc();
+                        tracing::info!(?peer, "gRPC TLS handshake did not finish in time");
+                    }
                 }
             });
         }

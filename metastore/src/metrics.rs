@@ -53,6 +53,8 @@ impl MetastoreMetrics {
     pub fn register(&self, registry: &Registry, sm: &Arc<SmShared>) -> prometheus::Result<()> {
         registry.register(Box::new(self.commit_latency.clone()))?;
         registry.register(Box::new(self.leader_changes.clone()))?;
+        // Process-wide: `ferry dev`'s nodes in one process share it.
+        registry.register(Box::new(crate::grpc_tls::handshake_failures().clone()))?;
         let sm: Weak<SmShared> = Arc::downgrade(sm);
         let revision = PullingGauge::new(
             "ferry_metastore_revision",

@@ -237,6 +237,13 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
             .collect()
     });
     eprintln!("refusals:\n{}", refusals.join("\n"));
+    let page = https_get(&http, &ca, "/metrics").await.expect("metrics over HTTPS");
+    let failures: f64 = page
+        .lines()
+        .find_map(|l| l.strip_prefix("ferry_grpc_tls_handshake_failures_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no handshake failure count: {page}"));
+    assert!(failures >= 2.0, "the refused handshakes were not counted: {failures}");
 
     // Renewed files (a new CA, its server and client certificates) are taken without a
     // restart: the CLI that trusts the new CA gets in; one that trusts the old CA no longer does.

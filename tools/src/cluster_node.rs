@@ -420,6 +420,9 @@ async fn serve_broker(
     let tls = match &o.grpc_tls {
         Some(files) => {
             let tls = metastore::grpc_tls::start_node(files).map_err(|e| anyhow::anyhow!("gRPC TLS: {e}"))?;
+            registry
+                .register(Box::new(metastore::grpc_tls::handshake_failures().clone()))
+                .context("registering the gRPC TLS metrics")?;
             running.tls_watch = Some(tokio::spawn(tls.clone().watch(metastore::tls::RELOAD_EVERY)));
             Some(tls)
         }
