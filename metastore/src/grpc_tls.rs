@@ -113,7 +113,7 @@ pub async fn connect(
 /// Runs the TLS handshake on each connection of `conns`, side by side, each within
 /// [`HANDSHAKE_WAIT`], and yields those that finish; the others are logged and dropped. The
 /// certificates are those `tls` holds when each connection arrives.
-pub fn accept<S>(conns: S, tls: Arc<Reloading>) -> ReceiverStream<io::Result<server::TlsStream<TcpStream>>>
+fn accept<S>(conns: S, tls: Arc<Reloading>) -> ReceiverStream<io::Result<server::TlsStream<TcpStream>>>
 where
     S: Stream<Item = io::Result<TcpStream>> + Send + Unpin + 'static,
 {
@@ -202,4 +202,22 @@ pub fn start_node(files: &crate::tls::TlsFiles) -> Result<Arc<Reloading>, TlsErr
     let reloading = Arc::new(Reloading::with_alpn(files.clone(), vec![H2.to_vec()])?);
     set_client(Some(client));
     Ok(reloading)
+}
+
+/// Serves `router` on the connections of `incoming`, over TLS when `tls` is given, until
+/// `shutdown` completes.
+pub async fn serve(
+    router: tonic::transport::server::Router,
+    incoming: impl Stream<Item = io::Result<TcpStream>> + Send + Unpin + 'static,
+    tls: Option<Arc<Reloading>>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    match tls {
+        Some(tls) => {
+            router
+                .serve_with_incoming_shutdown(accept(incoming, tls), shutdown)
+                .await
+        }
+        None => router.serve_with_incoming_shutdown(incoming, shutdown).await,
+    }
 }

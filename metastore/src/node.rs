@@ -377,10 +377,7 @@ fn serve_raft_lane(
             .tcp_nodelay(true)
             .initial_connection_window_size(crate::peers::CONNECTION_WINDOW)
             .add_service(raft_svc);
-        let res = match tls {
-            Some(tls) => router.serve_with_incoming(crate::grpc_tls::accept(incoming, tls)).await,
-            None => router.serve_with_incoming(incoming).await,
-        };
+        let res = crate::grpc_tls::serve(router, incoming, tls, std::future::pending()).await;
         if let Err(e) = res {
             tracing::error!(error = %e, "Raft-lane gRPC server stopped");
         }
@@ -449,13 +446,7 @@ async fn serve(
         let shutdown = async {
             let _ = shutdown.await;
         };
-        let res = match tls {
-            Some(tls) => {
-                let incoming = crate::grpc_tls::accept(incoming, tls);
-                router.serve_with_incoming_shutdown(incoming, shutdown).await
-            }
-            None => router.serve_with_incoming_shutdown(incoming, shutdown).await,
-        };
+        let res = crate::grpc_tls::serve(router, incoming, tls, shutdown).await;
         if let Err(e) = res {
             tracing::error!(error = %e, "gRPC server stopped");
         }

@@ -440,13 +440,7 @@ async fn serve_broker(
         let shutdown = async {
             let _ = rx.await;
         };
-        let res = match tls {
-            Some(tls) => {
-                let incoming = metastore::grpc_tls::accept(incoming, tls);
-                router.serve_with_incoming_shutdown(incoming, shutdown).await
-            }
-            None => router.serve_with_incoming_shutdown(incoming, shutdown).await,
-        };
+        let res = metastore::grpc_tls::serve(router, incoming, tls, shutdown).await;
         if let Err(e) = res {
             tracing::error!(error = %e, "broker gRPC server stopped");
         }
