@@ -56,13 +56,12 @@ impl BrokerConfig {
 pub struct Broker {
     cfg: BrokerConfig,
     core: Arc<BrokerCore>,
-    kafka: Option<KafkaListener>,
+    kafka: Option<KafkaListeners>,
 }
 
-/// A bound Kafka listener and the address clients are told to reach it at.
-struct KafkaListener {
-    listener: tokio::net::TcpListener,
-    advertised: String,
+/// The bound Kafka listeners and what they share.
+struct KafkaListeners {
+    listeners: Vec<crate::kafka::listeners::Listener>,
     max_request_bytes: usize,
     security: crate::auth::ListenerSecurity,
 }
@@ -103,29 +102,20 @@ impl Broker {
         check_kafka_dirs(&self.cfg.log_dirs, self.cfg.id, client).await
     }
 
-    /// Serves Kafka clients on `listener` once started, advertised in the registration as
-    /// `advertised`; requests over `max_request_bytes` (`socket.request.max.bytes`) are refused.
-    pub fn with_kafka_listener(
+    /// Serves Kafka clients on `listeners` once started (none: no Kafka listener), each
+    /// advertised in the registration under its name, with the `security` they share; requests
+    /// over `max_request_bytes` (`socket.request.max.bytes`) are refused.
+    pub fn with_kafka_listeners(
         mut self,
-        listener: tokio::net::TcpListener,
-        advertised: String,
+        listeners: Vec<crate::kafka::listeners::Listener>,
         max_request_bytes: usize,
+        security: crate::auth::ListenerSecurity,
     ) -> Self {
-        self.kafka = Some(KafkaListener {
-            listener,
-            advertised,
+        self.kafka = (!listeners.is_empty()).then_some(KafkaListeners {
+            listeners,
             max_request_bytes,
-            security: Default::default(),
+            security,
         });
-        self
-    }
-
-    /// The Kafka listener's security: its protocol, SASL mechanisms and authorizer (a
-    /// PLAINTEXT listener that allows everything when not set). Set after the listener.
-    pub fn with_kafka_security(mut self, security: crate::auth::ListenerSecurity) -> Self {
-        if let Some(k) = self.kafka.as_mut() {
-            k.security = security;
-        }
         self
     }
 
@@ -159,9 +149,22 @@ impl Broker {
                 .collect(),
             incarnation: self.core.incarnation,
             registered_ms: self.core.config.clock.wall_ms(),
-            kafka_endpoint: self.kafka.as_ref().map(|k| k.advertised.clone()).unwrap_or_default(),
+            kafka_listeners: self
+                .kafka
+                .as_ref()
+                .map(|k| crate::kafka::listeners::advertised(&k.listeners))
+                .unwrap_or_default(),
             work_dir: self.core.levels.work_dir.clone(),
             ..Default::default()
+        };
+        // The first listener's endpoint, for readers that know one endpoint per broker.
+        let reg = BrokerRegistration {
+            kafka_endpoint: reg
+                .kafka_listeners
+                .first()
+                .map(|l| l.endpoint.clone())
+                .unwrap_or_default(),
+            ..reg
         };
         // Every call to the controller and to other brokers carries the cluster credential, once
         // the client has it.
@@ -188,7 +191,7 @@ impl Broker {
         tasks.extend(crate::cleaner::start(self.core.clone()));
         if let Some(k) = self.kafka {
             tasks.push(tokio::spawn(crate::kafka::serve(
-                k.listener,
+                k.listeners,
                 self.core.clone(),
                 controller,
                 client.clone(),

@@ -80,10 +80,9 @@ pub struct NodeOptions {
     /// Serve Prometheus metrics at `http://<this>/metrics` and the web console at
     /// `http://<this>/`; none serves neither.
     pub http_listen: Option<SocketAddr>,
-    /// The broker's Kafka listener, if any: where it listens and the address it advertises
-    /// (the listen address when none is given).
-    pub kafka_listen: Option<(SocketAddr, Option<String>)>,
-    /// The Kafka listener's security.
+    /// The broker's Kafka listeners (none: no Kafka listener).
+    pub kafka_listeners: Vec<crate::listeners::ListenerSpec>,
+    /// The security the Kafka listeners share.
     pub kafka_security: broker::auth::ListenerSecurity,
     /// TLS on the gRPC port and on the node's channels to its peers.
     pub grpc_tls: Option<metastore::tls::TlsFiles>,
@@ -149,6 +148,28 @@ impl RunningNode {
     }
 }
 
+/// Binds each Kafka listener; one that does not bind stops the node, naming it.
+async fn bind_kafka_listeners(
+    specs: &[crate::listeners::ListenerSpec],
+) -> anyhow::Result<Vec<broker::kafka::listeners::Listener>> {
+    let mut out = Vec::with_capacity(specs.len());
+    for s in specs {
+        let socket = tokio::net::TcpListener::bind(&s.bind)
+            .await
+            .with_context(|| format!("Kafka listener {} at {}", s.name, s.bind))?;
+        let bound = socket
+            .local_addr()
+            .with_context(|| format!("Kafka listener {}", s.name))?;
+        out.push(broker::kafka::listeners::Listener {
+            name: s.name.clone(),
+            protocol: s.protocol,
+            socket,
+            advertised: s.advertised.clone().unwrap_or_else(|| bound.to_string()),
+        });
+    }
+    Ok(out)
+}
+
 /// Starts a node with its roles.
 pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
     let quorum = quorum_addrs(&o)?;
@@ -168,20 +189,13 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             .map_err(anyhow::Error::msg)?;
     }
     let mut kafka = None;
-    let broker = match (open_broker(&o, &quorum)?, &o.kafka_listen) {
-        (Some(b), Some((listen, advertised))) => {
-            let listener = tokio::net::TcpListener::bind(listen)
-                .await
-                .with_context(|| format!("--kafka-listen {listen}"))?;
-            let bound = listener.local_addr().context("--kafka-listen")?;
-            let advertised = advertised.clone().unwrap_or_else(|| bound.to_string());
-            kafka = Some(advertised.clone());
-            Some(
-                b.with_kafka_listener(listener, advertised, o.limits.max_request_bytes)
-                    .with_kafka_security(o.kafka_security.clone()),
-            )
+    let broker = match open_broker(&o, &quorum)? {
+        Some(b) => {
+            let listeners = bind_kafka_listeners(&o.kafka_listeners).await?;
+            kafka = listeners.first().map(|l| l.advertised.clone());
+            Some(b.with_kafka_listeners(listeners, o.limits.max_request_bytes, o.kafka_security.clone()))
         }
-        (b, _) => b,
+        None => None,
     };
     // One registry per node: `ferry dev` runs several nodes in one process.
     let registry = prometheus::Registry::new();

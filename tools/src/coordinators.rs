@@ -80,7 +80,12 @@ pub async fn gather(c: &ClusterClient) -> anyhow::Result<Vec<Coordinated>> {
         Err(e) if e.code() == Some(proto::errors::ErrorCode::UNKNOWN_TOPIC_OR_PARTITION) => BTreeMap::new(),
         Err(e) => return Err(e.into()),
     };
-    let counts = futures::future::join_all(brokers.iter().map(|b| count_groups(&b.kafka_endpoint))).await;
+    let counts = futures::future::join_all(
+        brokers
+            .iter()
+            .map(|b| count_groups(broker::kafka::listeners::plain_endpoint(b))),
+    )
+    .await;
     Ok(brokers
         .iter()
         .zip(counts)

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use broker::auth::SecurityProtocol;
 use clap::Args;
 use metastore::RaftTuning;
 use serde::{Deserialize, Serialize};
@@ -248,7 +249,11 @@ async fn start_nodes(
             limits: Default::default(),
             http_listen: Some(metrics_listen(metrics_base, a.metrics_base_port.is_some(), *id)?),
             credential_file: broker_only.then(|| credential_file.to_path_buf()),
-            kafka_listen: Some((SocketAddr::new(listen.ip(), kafka_port), None)),
+            kafka_listeners: vec![crate::listeners::single(
+                SocketAddr::new(listen.ip(), kafka_port),
+                None,
+                secure.map_or(SecurityProtocol::Plaintext, |_| SecurityProtocol::SaslSsl),
+            )],
             kafka_security: secure.map(|s| s.listener()).unwrap_or_default(),
             grpc_tls: secure.map(|s| s.grpc_tls()),
         })

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use broker::auth::{ListenerSecurity, SecurityProtocol};
+use broker::auth::ListenerSecurity;
 use broker::sasl::Mechanism;
 use metastore::tls::{ClientAuth, TlsFiles};
 
@@ -79,7 +79,6 @@ impl Secure {
     /// The Kafka listeners' security.
     pub fn listener(&self) -> ListenerSecurity {
         ListenerSecurity {
-            protocol: SecurityProtocol::SaslSsl,
             mechanisms: vec![Mechanism::ScramSha512, Mechanism::ScramSha256, Mechanism::Plain],
             authorizer: true,
             super_users: [format!("User:{ADMIN}")].into(),

@@ -78,7 +78,7 @@ pub async fn run(cluster: ClusterClient, args: GroupArgs) -> anyhow::Result<()> 
         .brokers()
         .await?
         .into_iter()
-        .map(|b| b.kafka_endpoint)
+        .map(|b| broker::kafka::listeners::plain_endpoint(&b).to_string())
         .filter(|e| !e.is_empty())
         .collect();
     if kafka.is_empty() {

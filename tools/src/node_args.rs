@@ -145,13 +145,28 @@ pub struct NodeArgs {
     /// node's data dir); a quorum node learns it from the cluster.
     #[arg(long, env = "FERRY_CLUSTER_CREDENTIAL_FILE")]
     pub(crate) cluster_credential_file: Option<PathBuf>,
-    /// Serve Kafka clients at HOST:PORT (listeners; default: no Kafka listener).
-    #[arg(long, env = "FERRY_KAFKA_LISTEN")]
+    /// Serve Kafka clients at HOST:PORT, one listener whose protocol is
+    /// --kafka-security-protocol (default: no Kafka listener; --listeners names several).
+    #[arg(long, env = "FERRY_KAFKA_LISTEN", conflicts_with = "listeners")]
     pub(crate) kafka_listen: Option<SocketAddr>,
-    /// The HOST:PORT Kafka clients are told to connect to (advertised.listeners; default: the
-    /// address --kafka-listen bound).
-    #[arg(long, env = "FERRY_KAFKA_ADVERTISED_LISTENER")]
+    /// The HOST:PORT Kafka clients are told to connect to on --kafka-listen (default: the
+    /// address bound).
+    #[arg(long, env = "FERRY_KAFKA_ADVERTISED_LISTENER", conflicts_with = "listeners")]
     pub(crate) kafka_advertised_listener: Option<String>,
+    /// Kafka listeners, NAME://HOST:PORT separated by commas, e.g.
+    /// `INTERNAL://10.0.0.1:9092,EXTERNAL://:9093` (listeners; an empty host binds every
+    /// interface). Clients are answered with the addresses of the listener they came in on.
+    #[arg(long, env = "FERRY_LISTENERS")]
+    pub(crate) listeners: Option<String>,
+    /// What clients are told to connect to, per listener name (advertised.listeners; default:
+    /// the address each listener bound).
+    #[arg(long, env = "FERRY_ADVERTISED_LISTENERS")]
+    pub(crate) advertised_listeners: Option<String>,
+    /// Each listener's security protocol, NAME:PROTOCOL separated by commas
+    /// (listener.security.protocol.map); PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL name
+    /// themselves.
+    #[arg(long, env = "FERRY_LISTENER_SECURITY_PROTOCOL_MAP")]
+    pub(crate) listener_security_protocol_map: Option<String>,
     /// The Kafka listener's security.
     #[command(flatten)]
     pub(crate) security: crate::security_args::SecurityArgs,
@@ -223,6 +238,9 @@ struct FileConfig {
     cluster_credential_file: Option<PathBuf>,
     kafka_listen: Option<SocketAddr>,
     kafka_advertised_listener: Option<String>,
+    listeners: Option<String>,
+    advertised_listeners: Option<String>,
+    listener_security_protocol_map: Option<String>,
     max_partitions_per_topic: Option<u32>,
     max_partitions_per_request: Option<u32>,
     max_replicas_per_partition: Option<u32>,
@@ -304,6 +322,9 @@ impl NodeArgs {
             cluster_credential_file,
             kafka_listen,
             kafka_advertised_listener,
+            listeners,
+            advertised_listeners,
+            listener_security_protocol_map,
             max_partitions_per_topic,
             max_partitions_per_request,
             max_replicas_per_partition,

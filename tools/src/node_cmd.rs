@@ -79,6 +79,7 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
             a.offsets_topic_replication_factor
         );
     }
+    let kafka_listeners = kafka_listeners(&a)?;
     let mut data = data_config(&a);
     data.static_configs = static_broker_configs(&a.broker_config)?;
     let id = required(a.id, "id")?;
@@ -147,10 +148,34 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
             },
         },
         credential_file: a.cluster_credential_file,
-        kafka_listen: a.kafka_listen.map(|l| (l, a.kafka_advertised_listener)),
-        kafka_security: a.security.settings()?,
+        kafka_security: a.security.settings(&kafka_listeners)?,
+        kafka_listeners,
         grpc_tls: a.grpc_tls.files()?,
     })
+}
+
+/// The Kafka listeners: --listeners with its advertised addresses and protocols, or the one
+/// of --kafka-listen, or none.
+fn kafka_listeners(a: &NodeArgs) -> anyhow::Result<Vec<crate::listeners::ListenerSpec>> {
+    match (&a.listeners, a.kafka_listen) {
+        (Some(_), Some(_)) => bail!("--kafka-listen: give either it or --listeners"),
+        (Some(l), None) => crate::listeners::parse(
+            l,
+            a.advertised_listeners.as_deref(),
+            a.listener_security_protocol_map.as_deref(),
+        )
+        .map_err(anyhow::Error::msg),
+        (None, _) if a.advertised_listeners.is_some() => bail!("--advertised-listeners: needs --listeners"),
+        (None, _) if a.listener_security_protocol_map.is_some() => {
+            bail!("--listener-security-protocol-map: needs --listeners")
+        }
+        (None, Some(bind)) => Ok(vec![crate::listeners::single(
+            bind,
+            a.kafka_advertised_listener.clone(),
+            a.security.protocol()?,
+        )]),
+        (None, None) => Ok(Vec::new()),
+    }
 }
 
 /// The `--broker-config KEY=VALUE` settings, checked as a dynamic change of them is.

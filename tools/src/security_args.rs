@@ -1,4 +1,4 @@
-//! The Kafka listener's security flags, under Kafka's config names: the security protocol,
+//! The Kafka listeners' security flags, under Kafka's config names: the security protocol,
 //! `sasl.enabled.mechanisms`, the authorizer, `super.users`,
 //! `allow.everyone.if.no.acl.found`, `connections.max.reauth.ms` and
 //! `connection.failed.authentication.delay.ms`, and the TLS certificates. Flags and FERRY_*
@@ -11,12 +11,19 @@ use broker::auth::{ListenerSecurity, SecurityProtocol};
 use clap::Args;
 use metastore::tls::{ClientAuth, TlsFiles};
 
+use crate::listeners::ListenerSpec;
+
 /// The Kafka listener's security.
 #[derive(Args, Debug, Clone)]
 pub struct SecurityArgs {
-    /// The Kafka listener's security protocol: PLAINTEXT, SASL_PLAINTEXT, SSL or SASL_SSL
-    /// (listener.security.protocol.map).
-    #[arg(long, default_value = "PLAINTEXT", env = "FERRY_KAFKA_SECURITY_PROTOCOL")]
+    /// The security protocol of the --kafka-listen listener: PLAINTEXT, SASL_PLAINTEXT, SSL or
+    /// SASL_SSL (with --listeners, --listener-security-protocol-map names each one's).
+    #[arg(
+        long,
+        default_value = "PLAINTEXT",
+        env = "FERRY_KAFKA_SECURITY_PROTOCOL",
+        conflicts_with = "listeners"
+    )]
     pub kafka_security_protocol: String,
     /// The SASL mechanisms offered, comma-separated (sasl.enabled.mechanisms). PLAIN checks the
     /// password against the user's SCRAM credentials.
@@ -57,20 +64,29 @@ pub struct SecurityArgs {
 }
 
 impl SecurityArgs {
-    /// The settings, each bad value refused naming its flag.
-    pub fn settings(&self) -> anyhow::Result<ListenerSecurity> {
-        let protocol = SecurityProtocol::parse(&self.kafka_security_protocol)
-            .map_err(|e| anyhow!("--kafka-security-protocol: {e}"))?;
+    /// The protocol of the single --kafka-listen listener.
+    pub fn protocol(&self) -> anyhow::Result<SecurityProtocol> {
+        SecurityProtocol::parse(&self.kafka_security_protocol).map_err(|e| anyhow!("--kafka-security-protocol: {e}"))
+    }
+
+    /// The settings the Kafka `listeners` share, each bad value refused naming its flag.
+    pub fn settings(&self, listeners: &[ListenerSpec]) -> anyhow::Result<ListenerSecurity> {
         let mechanisms = ListenerSecurity::parse_mechanisms(&self.sasl_enabled_mechanisms)
             .map_err(|e| anyhow!("--sasl-enabled-mechanisms: {e}"))?;
-        if protocol.sasl() && mechanisms.is_empty() {
-            anyhow::bail!("--sasl-enabled-mechanisms: a SASL listener needs at least one mechanism");
+        if let Some(l) = listeners.iter().find(|l| l.protocol.sasl()) {
+            if mechanisms.is_empty() {
+                bail!(
+                    "--sasl-enabled-mechanisms: listener {} uses SASL and needs at least one mechanism",
+                    l.name
+                );
+            }
         }
         let super_users =
             ListenerSecurity::parse_super_users(&self.super_users).map_err(|e| anyhow!("--super-users: {e}"))?;
         let client_auth = ClientAuth::parse(&self.ssl_client_auth).map_err(|e| anyhow!("--ssl-client-auth: {e}"))?;
-        let tls = match (&self.ssl_keystore_location, protocol.tls()) {
-            (Some(keystore), true) => {
+        let tls_listener = listeners.iter().find(|l| l.protocol.tls());
+        let tls = match (&self.ssl_keystore_location, tls_listener) {
+            (Some(keystore), Some(_)) => {
                 let files = TlsFiles {
                     keystore: keystore.clone(),
                     truststore: self.ssl_truststore_location.clone(),
@@ -80,18 +96,15 @@ impl SecurityArgs {
                 metastore::tls::load(&files).map_err(|e| anyhow!("{e}"))?;
                 Some(files)
             }
-            (None, true) => bail!(
-                "--ssl-keystore-location: a {} listener needs its certificate",
-                self.kafka_security_protocol
+            (None, Some(l)) => bail!(
+                "--ssl-keystore-location: listener {} is {} and needs a certificate",
+                l.name,
+                broker::kafka::listeners::protocol_name(l.protocol)
             ),
-            (Some(_), false) => bail!(
-                "--ssl-keystore-location: the listener is {}, not SSL or SASL_SSL",
-                self.kafka_security_protocol
-            ),
-            (None, false) => None,
+            (Some(_), None) => bail!("--ssl-keystore-location: no Kafka listener is SSL or SASL_SSL"),
+            (None, None) => None,
         };
         Ok(ListenerSecurity {
-            protocol,
             mechanisms,
             authorizer: self.authorizer,
             super_users,

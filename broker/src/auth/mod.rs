@@ -55,11 +55,10 @@ impl SecurityProtocol {
     }
 }
 
-/// The security settings of a broker's Kafka listener, under Kafka's config names.
+/// The security settings a broker's Kafka listeners share, under Kafka's config names (each
+/// listener's protocol is its own: [`crate::kafka::listeners::Listener`]).
 #[derive(Debug, Clone)]
 pub struct ListenerSecurity {
-    /// The listener's protocol.
-    pub protocol: SecurityProtocol,
     /// `sasl.enabled.mechanisms`.
     pub mechanisms: Vec<Mechanism>,
     /// Whether ACLs are checked (`authorizer.class.name` set); when not, everything is allowed.
@@ -72,14 +71,13 @@ pub struct ListenerSecurity {
     pub max_reauth: Option<Duration>,
     /// `connection.failed.authentication.delay.ms`: a failed login's answer waits this long.
     pub failed_authentication_delay: Duration,
-    /// The certificates of a TLS listener.
+    /// The certificates of the TLS listeners.
     pub tls: Option<metastore::tls::TlsFiles>,
 }
 
 impl Default for ListenerSecurity {
     fn default() -> Self {
         Self {
-            protocol: SecurityProtocol::Plaintext,
             mechanisms: vec![Mechanism::ScramSha256, Mechanism::ScramSha512, Mechanism::Plain],
             authorizer: false,
             super_users: BTreeSet::new(),

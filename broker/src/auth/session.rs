@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::ApiKey;
 use proto::errors::ErrorCode;
 
-use super::{ListenerSecurity, ANONYMOUS};
+use super::{ListenerSecurity, SecurityProtocol, ANONYMOUS};
 use crate::sasl::{Authenticator, CredentialLookup, Mechanism, NonceSource, RandomNonce, SaslError, Step};
 
 /// Where a session stands.
@@ -77,10 +77,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// A new connection's session on a listener with `settings`.
-    pub fn new(settings: &ListenerSecurity) -> Self {
+    /// A new connection's session on a listener of `protocol` with `settings`.
+    pub fn new(settings: &ListenerSecurity, protocol: SecurityProtocol) -> Self {
         Self {
-            state: if settings.protocol.sasl() {
+            state: if protocol.sasl() {
                 State::AwaitHandshake
             } else {
                 State::Open
@@ -245,7 +245,6 @@ fn failed(error: ErrorCode, message: &str) -> Authenticate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::SecurityProtocol;
     use crate::sasl::ScramCredential;
 
     struct One(ScramCredential);
@@ -257,11 +256,13 @@ mod tests {
     }
 
     fn sasl(max_reauth: Option<Duration>) -> Session {
-        Session::new(&ListenerSecurity {
-            protocol: SecurityProtocol::SaslPlaintext,
-            max_reauth,
-            ..Default::default()
-        })
+        Session::new(
+            &ListenerSecurity {
+                max_reauth,
+                ..Default::default()
+            },
+            SecurityProtocol::SaslPlaintext,
+        )
     }
 
     fn alice() -> One {
@@ -275,7 +276,7 @@ mod tests {
         assert_eq!(s.gate(ApiKey::ApiVersions, now), Gate::Serve);
         assert_eq!(s.gate(ApiKey::SaslHandshake, now), Gate::Serve);
         assert!(matches!(s.gate(ApiKey::Metadata, now), Gate::Close(m) if m.contains("Metadata")));
-        let open = Session::new(&ListenerSecurity::default());
+        let open = Session::new(&ListenerSecurity::default(), SecurityProtocol::Plaintext);
         assert_eq!(open.gate(ApiKey::Produce, now), Gate::Serve);
         assert_eq!(open.principal(), ANONYMOUS);
     }
@@ -322,7 +323,7 @@ mod tests {
         let mut s = sasl(None);
         let a = s.authenticate(b"n,,n=alice,r=abc", &alice(), Instant::now());
         assert_eq!((a.error, a.close), (ErrorCode::ILLEGAL_SASL_STATE, true));
-        let mut open = Session::new(&ListenerSecurity::default());
+        let mut open = Session::new(&ListenerSecurity::default(), SecurityProtocol::Plaintext);
         assert_eq!(open.handshake("PLAIN").error, ErrorCode::ILLEGAL_SASL_STATE);
     }
 

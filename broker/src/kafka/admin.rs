@@ -351,13 +351,14 @@ pub async fn list_partition_reassignments(
     resp
 }
 
-/// DescribeCluster from this broker's metadata: the brokers with a Kafka listener, and this
-/// broker named as the controller, since it takes admin requests (as in Metadata).
-pub fn describe_cluster(view: &ClusterView, this: i32, cluster_id: String) -> DescribeClusterResponse {
+/// DescribeCluster from this broker's metadata: the brokers with the Kafka listener the request
+/// came in on, and this broker named as the controller, since it takes admin requests (as in
+/// Metadata).
+pub fn describe_cluster(view: &ClusterView, this: i32, cluster_id: String, listener: &str) -> DescribeClusterResponse {
     let mut r = DescribeClusterResponse::default();
     r.controller_id = BrokerId(this);
     r.cluster_id = StrBytes::from_string(cluster_id);
-    r.brokers = super::apis::kafka_brokers(view)
+    r.brokers = super::apis::kafka_brokers(view, listener)
         .map(|b| {
             let mut m = DescribeClusterBroker::default();
             m.broker_id = b.id;

@@ -211,10 +211,11 @@ pub(crate) struct KafkaBroker {
     pub rack: Option<StrBytes>,
 }
 
-/// The registered brokers that have a Kafka listener, which Metadata and DescribeCluster list.
-pub(crate) fn kafka_brokers(view: &ClusterView) -> impl Iterator<Item = KafkaBroker> + '_ {
-    view.brokers.values().filter_map(|b| {
-        let (host, port) = host_port(&b.kafka_endpoint)?;
+/// The registered brokers that have the Kafka listener `listener`, which Metadata and
+/// DescribeCluster list, each at its endpoint on that listener.
+pub(crate) fn kafka_brokers<'a>(view: &'a ClusterView, listener: &'a str) -> impl Iterator<Item = KafkaBroker> + 'a {
+    view.brokers.values().filter_map(move |b| {
+        let (host, port) = host_port(super::listeners::endpoint_for(b, listener)?)?;
         Some(KafkaBroker {
             id: BrokerId(b.id),
             host: StrBytes::from_string(host),
@@ -233,13 +234,18 @@ fn host_port(endpoint: &str) -> Option<(String, i32)> {
     ))
 }
 
-/// The Metadata answer from `view`: the registered brokers with a Kafka listener, and the
-/// `topics` asked for (all when `None`). An unknown topic answers UNKNOWN_TOPIC_OR_PARTITION;
-/// topics are not created by a Metadata request. `controller` is the broker named as
-/// controller: any broker takes admin requests.
-pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32) -> MetadataResponse {
+/// The Metadata answer from `view` to a request of `version` that came in on `listener`: the
+/// registered brokers with that listener, and the `topics` asked for (all when `None`). An
+/// unknown topic answers UNKNOWN_TOPIC_OR_PARTITION; topics are not created by a Metadata
+/// request. `controller` is the broker named as controller: any broker takes admin requests.
+pub fn metadata(
+    view: &ClusterView,
+    topics: Option<Vec<String>>,
+    controller: i32,
+    (listener, version): (&str, i16),
+) -> MetadataResponse {
     let mut r = MetadataResponse::default();
-    r.brokers = kafka_brokers(view)
+    r.brokers = kafka_brokers(view, listener)
         .map(|b| {
             let mut m = MetadataResponseBroker::default();
             m.node_id = b.id;
@@ -257,17 +263,28 @@ pub fn metadata(view: &ClusterView, topics: Option<Vec<String>>, controller: i32
     // Once per request, not per topic: a Metadata request may name every topic.
     let live = view.live_brokers();
     let listed: BTreeSet<i32> = r.brokers.iter().map(|b| b.node_id.0).collect();
+    // A live leader without this listener is LISTENER_NOT_FOUND from v6 on, as in Kafka; older
+    // clients get LEADER_NOT_AVAILABLE, which they know.
+    let unlisted = match version >= 6 {
+        true => ErrorCode::LISTENER_NOT_FOUND,
+        false => ErrorCode::LEADER_NOT_AVAILABLE,
+    };
     r.topics = names
         .into_iter()
-        .map(|name| topic(view, &live, &listed, name))
+        .map(|name| topic(view, (&live, &listed, unlisted), name))
         .collect();
     r
 }
 
 /// A topic's answer. A leader not among the brokers `listed` (its registration is gone and the
-/// controller has not moved the leadership yet) is answered as no leader, as Kafka's metadata
-/// cache does: a client must never be sent to a broker id the same answer does not list.
-fn topic(view: &ClusterView, live: &BTreeSet<i32>, listed: &BTreeSet<i32>, name: String) -> MetadataResponseTopic {
+/// controller has not moved the leadership yet, or it lacks the listener) is answered as no
+/// leader, as Kafka's metadata cache does: a client must never be sent to a broker id the same
+/// answer does not list.
+fn topic(
+    view: &ClusterView,
+    (live, listed, unlisted): (&BTreeSet<i32>, &BTreeSet<i32>, ErrorCode),
+    name: String,
+) -> MetadataResponseTopic {
     let mut t = MetadataResponseTopic::default();
     let entry = view
         .topics
@@ -305,7 +322,12 @@ fn topic(view: &ClusterView, live: &BTreeSet<i32>, listed: &BTreeSet<i32>, name:
                 .map(|b| BrokerId(*b))
                 .collect();
             if leader < 0 {
-                m.error_code = wire(ErrorCode::LEADER_NOT_AVAILABLE);
+                let registered = s.leader >= 0 && live.contains(&s.leader);
+                m.error_code = wire(if registered {
+                    unlisted
+                } else {
+                    ErrorCode::LEADER_NOT_AVAILABLE
+                });
             }
             m
         })
@@ -355,7 +377,7 @@ mod tests {
 
     #[test]
     fn metadata_lists_kafka_listeners_topics_and_partition_states() {
-        let r = metadata(&view(), None, 1);
+        let r = metadata(&view(), None, 1, ("PLAINTEXT", 12));
         assert_eq!(r.brokers.len(), 1, "only broker 1 has a Kafka listener");
         assert_eq!((r.brokers[0].node_id.0, r.brokers[0].port), (1, 9092));
         assert_eq!(r.controller_id.0, 1);
@@ -382,16 +404,55 @@ mod tests {
             ..Default::default()
         };
         v.apply(&proto::keys::partition("t", 1), Some(&s.encode_to_vec()), 2);
-        let r = metadata(&v, None, 1);
+        let r = metadata(&v, None, 1, ("PLAINTEXT", 5));
         let p1 = &r.topics[0].partitions[1];
         assert_eq!(p1.leader_id.0, -1);
         assert_eq!(p1.error_code, wire(ErrorCode::LEADER_NOT_AVAILABLE));
         assert_eq!(p1.replica_nodes, vec![BrokerId(1), BrokerId(2)]);
+        // From v6 a live leader without the listener is named as such, as Kafka does.
+        let r = metadata(&v, None, 1, ("PLAINTEXT", 6));
+        assert_eq!(
+            r.topics[0].partitions[1].error_code,
+            wire(ErrorCode::LISTENER_NOT_FOUND)
+        );
+        // A leader whose registration is gone is still no leader.
+        v.apply(&proto::keys::broker(2), None, 3);
+        let r = metadata(&v, None, 1, ("PLAINTEXT", 12));
+        assert_eq!(
+            r.topics[0].partitions[1].error_code,
+            wire(ErrorCode::LEADER_NOT_AVAILABLE)
+        );
+    }
+
+    #[test]
+    fn each_listener_is_answered_with_its_own_endpoints() {
+        use proto::ferry::KafkaListenerEndpoint;
+        let mut v = view();
+        let named = |name: &str, port: u32| KafkaListenerEndpoint {
+            name: name.into(),
+            endpoint: format!("10.0.0.2:{port}"),
+            security_protocol: "PLAINTEXT".into(),
+        };
+        let b = BrokerRegistration {
+            id: 2,
+            kafka_endpoint: "10.0.0.2:9092".into(),
+            kafka_listeners: vec![named("INTERNAL", 9092), named("EXTERNAL", 19092)],
+            ..Default::default()
+        };
+        v.apply(&proto::keys::broker(2), Some(&b.encode_to_vec()), 2);
+        let ports = |listener| {
+            let r = metadata(&v, None, 1, (listener, 12));
+            r.brokers.iter().map(|b| (b.node_id.0, b.port)).collect::<Vec<_>>()
+        };
+        // Broker 1 registered one endpoint without a name: it serves every listener.
+        assert_eq!(ports("EXTERNAL"), vec![(1, 9092), (2, 19092)]);
+        assert_eq!(ports("INTERNAL"), vec![(1, 9092), (2, 9092)]);
+        assert_eq!(ports("OTHER"), vec![(1, 9092)]);
     }
 
     #[test]
     fn an_unknown_topic_is_named_with_its_error_and_not_created() {
-        let r = metadata(&view(), Some(vec!["nope".into()]), 1);
+        let r = metadata(&view(), Some(vec!["nope".into()]), 1, ("PLAINTEXT", 12));
         assert_eq!(r.topics.len(), 1);
         assert_eq!(r.topics[0].error_code, wire(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION));
         assert_eq!(wire(ErrorCode::INVALID_THROTTLE), -1);

@@ -11,6 +11,7 @@ use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::frame::{self, FrameError};
+use super::listeners::Via;
 use super::{handle, throttling, AbortOnDrop, Context};
 use crate::auth::session::Session;
 use crate::replica_manager::BrokerCore;
@@ -28,11 +29,11 @@ pub(super) async fn accept(
     tls: Option<&Reloading>,
     core: &Arc<BrokerCore>,
     ctx: &Context,
-    host: &str,
+    peer: (&str, &Via),
     max: usize,
 ) -> Result<(), ConnError> {
     let Some(tls) = tls else {
-        return connection(stream.into_split(), None, core, ctx, host, max).await;
+        return connection(stream.into_split(), None, core, ctx, peer, max).await;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
     let stream = match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream)).await {
@@ -52,7 +53,7 @@ pub(super) async fn accept(
         .peer_certificates()
         .and_then(|c| c.first())
         .and_then(principal_of);
-    connection(tokio::io::split(stream), principal, core, ctx, host, max).await
+    connection(tokio::io::split(stream), principal, core, ctx, peer, max).await
 }
 
 /// Why a connection ended.
@@ -82,7 +83,7 @@ pub(super) async fn connection<R, W>(
     certificate: Option<String>,
     core: &Arc<BrokerCore>,
     ctx: &Context,
-    host: &str,
+    peer: (&str, &Via),
     max: usize,
 ) -> Result<(), ConnError>
 where
@@ -95,7 +96,8 @@ where
     // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
     let reader = tokio::spawn(read_frames(rd, max, tx, mute.clone()));
     let _stop_reader = AbortOnDrop(reader);
-    let session = parking_lot::Mutex::new(Session::new(ctx.security.settings()).with_certificate(certificate));
+    let session =
+        parking_lot::Mutex::new(Session::new(ctx.security.settings(), peer.1.protocol).with_certificate(certificate));
     let mut inflight: FuturesOrdered<Answer<'_>> = FuturesOrdered::new();
     loop {
         let muted = mute.until();
@@ -111,7 +113,7 @@ where
                 let produce = frame::key_and_version(&frame).is_ok_and(|(key, _)| key == ApiKey::Produce as i16);
                 if !produce {
                     drain(&mut inflight, &mut wr).await?;
-                    send(&mut wr, handle(core, ctx, host, &session, &mute, frame).await).await?;
+                    send(&mut wr, handle(core, ctx, peer, &session, &mute, frame).await).await?;
                     if session.lock().closing() {
                         return Err(ConnError::Sasl("authentication failed".into()));
                     }
@@ -119,7 +121,7 @@ where
                 }
                 // Polled once here, the request's appends happen now, in arrival order; what is
                 // left is the wait for the in-sync replicas.
-                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, host, &session, &mute, frame));
+                let mut answer: Answer<'_> = Box::pin(handle(core, ctx, peer, &session, &mute, frame));
                 match futures::poll!(&mut answer) {
                     std::task::Poll::Ready(r) => inflight.push_back(Box::pin(futures::future::ready(r))),
                     std::task::Poll::Pending => inflight.push_back(answer),

@@ -82,7 +82,7 @@ pub async fn find_coordinator(
     core: &BrokerCore,
     ch: Option<&ControllerChannels>,
     req: FindCoordinatorRequest,
-    version: i16,
+    (listener, version): (&str, i16),
 ) -> FindCoordinatorResponse {
     let keys: Vec<StrBytes> = if version >= 4 {
         req.coordinator_keys.clone()
@@ -104,7 +104,7 @@ pub async fn find_coordinator(
                     "transactions are not served by Ferry yet".into(),
                 ))
             } else {
-                locate(&groups.runtime, view, &k)
+                locate(&groups.runtime, view, &k, listener)
             };
             (k, found)
         })
@@ -156,8 +156,8 @@ pub async fn find_coordinator(
 /// A coordinator's id, host and port, or why none is named.
 type Located = Result<(i32, StrBytes, i32), (ErrorCode, String)>;
 
-/// The coordinator of `group`: the Kafka address of its partition's leader.
-fn locate(rt: &Runtime, view: &ClusterView, group: &str) -> Located {
+/// The coordinator of `group`: the Kafka address of its partition's leader on `listener`.
+fn locate(rt: &Runtime, view: &ClusterView, group: &str, listener: &str) -> Located {
     let unavailable = |why: String| (ErrorCode::COORDINATOR_NOT_AVAILABLE, why);
     let p = rt
         .partition_of(group)
@@ -169,12 +169,12 @@ fn locate(rt: &Runtime, view: &ClusterView, group: &str) -> Located {
         .map(|e| e.state.leader)
         .filter(|l| *l >= 0)
         .ok_or_else(|| unavailable(format!("{OFFSETS_TOPIC}-{p} has no leader")))?;
-    kafka_brokers(view)
+    kafka_brokers(view, listener)
         .find(|b| b.id.0 == leader)
         .map(|b| (leader, b.host, b.port))
         .ok_or_else(|| {
             unavailable(format!(
-                "broker {leader}, leader of {OFFSETS_TOPIC}-{p}, has no Kafka listener"
+                "broker {leader}, leader of {OFFSETS_TOPIC}-{p}, has no Kafka listener {listener}"
             ))
         })
 }

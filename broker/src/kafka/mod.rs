@@ -20,6 +20,7 @@ pub mod data;
 pub mod delete_records;
 pub mod frame;
 pub mod groups;
+pub mod listeners;
 pub mod log_dirs;
 pub mod offsets;
 pub mod old_versions;
@@ -49,7 +50,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
 use proto::errors::ErrorCode;
-use tokio::net::TcpListener;
 
 use crate::auth::session::{Gate, Session};
 use crate::controller_channels::ControllerChannels;
@@ -63,9 +63,10 @@ use routes::{forward, group_api};
 /// `socket.request.max.bytes`: Kafka's default.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 100 << 20;
 
-/// Serves Kafka clients on `listener` until the task is aborted.
+/// Serves Kafka clients on every listener until the task is aborted. The listeners share
+/// one group coordinator, one set of quotas and one security view; each has its own protocol.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<listeners::Listener>,
     core: Arc<BrokerCore>,
     controller: Option<ControllerChannels>,
     metastore: metastore::Client,
@@ -97,8 +98,9 @@ pub async fn serve(
     // The quotas this broker enforces, followed from the metastore.
     let quotas = Arc::new(throttling::Quotas::new(core.config.clock.clone()));
     let _quotas = AbortOnDrop(tokio::spawn(throttling::follow(metastore.clone(), quotas.clone())));
-    // A TLS listener's certificates, read again when their files change.
-    let tls = match security.tls.clone().filter(|_| security.protocol.tls()) {
+    // The TLS listeners' certificates (one keystore for all), read again when their files change.
+    let any_tls = listeners.iter().any(|l| l.protocol.tls());
+    let tls = match security.tls.clone().filter(|_| any_tls) {
         Some(files) => match metastore::tls::Reloading::new(files) {
             Ok(t) => Some(Arc::new(t)),
             Err(e) => {
@@ -106,6 +108,10 @@ pub async fn serve(
                 return;
             }
         },
+        None if any_tls => {
+            tracing::error!("kafka listener: a TLS listener has no certificate; not serving");
+            return;
+        }
         None => None,
     };
     let _tls = tls
@@ -126,11 +132,27 @@ pub async fn serve(
         groups: groups::Groups::new(runtime),
         cluster_id,
     });
+    let accepting = listeners.into_iter().map(|l| {
+        let tls = tls.clone().filter(|_| l.protocol.tls());
+        accept_loop(l, tls, core.clone(), ctx.clone(), max_request_bytes)
+    });
+    futures::future::join_all(accepting).await;
+}
+
+/// Accepts the clients of one listener, each served on its own task.
+async fn accept_loop(
+    l: listeners::Listener,
+    tls: Option<Arc<metastore::tls::Reloading>>,
+    core: Arc<BrokerCore>,
+    ctx: Arc<Context>,
+    max_request_bytes: usize,
+) {
+    let via = listeners::Via::new(&l.name, l.protocol);
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let (stream, peer) = match l.socket.accept().await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, "kafka listener: accept failed");
+                tracing::warn!(listener = %l.name, error = %e, "kafka listener: accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
@@ -139,11 +161,13 @@ pub async fn serve(
         let core = core.clone();
         let ctx = ctx.clone();
         let tls = tls.clone();
+        let via = via.clone();
         tokio::spawn(async move {
             // Kafka names a member's host as `/ip`.
             let host = format!("/{}", peer.ip());
-            if let Err(e) = connection::accept(stream, tls.as_deref(), &core, &ctx, &host, max_request_bytes).await {
-                tracing::info!(%peer, error = %e, "kafka connection closed");
+            let served = connection::accept(stream, tls.as_deref(), &core, &ctx, (&host, &via), max_request_bytes);
+            if let Err(e) = served.await {
+                tracing::info!(%peer, listener = %via.name, error = %e, "kafka connection closed");
             }
         });
     }
@@ -163,7 +187,7 @@ impl Drop for AbortOnDrop {
 async fn handle(
     core: &Arc<BrokerCore>,
     ctx: &Context,
-    host: &str,
+    (host, via): (&str, &listeners::Via),
     session: &parking_lot::Mutex<Session>,
     mute: &throttling::Mute,
     mut frame: Bytes,
@@ -227,7 +251,7 @@ async fn handle(
                 _ => None,
             };
             let named = topics.is_some();
-            let mut answer = apis::metadata(&core.view.read(), topics, core.id);
+            let mut answer = apis::metadata(&core.view.read(), topics, core.id, (&via.name, version));
             authz::metadata(&who, &mut answer, named);
             if version == 0 {
                 // v0 has no internal flag, and a field a version lacks must keep its default.
@@ -304,7 +328,8 @@ async fn handle(
         ApiKey::FindCoordinator => {
             let req = FindCoordinatorRequest::decode(&mut frame, version).map_err(malformed)?;
             let asked = req.clone();
-            let mut answer = groups::find_coordinator(&ctx.groups, core, ctx.controller.as_ref(), req, version).await;
+            let mut answer =
+                groups::find_coordinator(&ctx.groups, core, ctx.controller.as_ref(), req, (&via.name, version)).await;
             authz_groups::find_coordinator(&who, &asked, &mut answer);
             respond(api, version, c, &answer)
         }
@@ -330,7 +355,7 @@ async fn handle(
                 api,
                 version,
                 c,
-                &admin::describe_cluster(&core.view.read(), core.id, id),
+                &admin::describe_cluster(&core.view.read(), core.id, id, &via.name),
             )
         }
         ApiKey::DescribeQuorum => {

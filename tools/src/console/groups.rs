@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use broker::kafka::listeners::plain_endpoint;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     BrokerId, GroupId, ListGroupsRequest, ListOffsetsRequest, OffsetFetchRequest, TopicName,
@@ -208,10 +209,10 @@ async fn end_offsets(addr: &str, partitions: &[(String, i32)]) -> Result<Vec<((S
 pub async fn gather(brokers: &[BrokerRegistration], leaders: &BTreeMap<(String, u32), i32>) -> GroupsView {
     let mut view = GroupsView::default();
     let mut found: Vec<(Listed, Result<Committed, String>)> = Vec::new();
-    let mut sorted: Vec<&BrokerRegistration> = brokers.iter().filter(|b| !b.kafka_endpoint.is_empty()).collect();
+    let mut sorted: Vec<&BrokerRegistration> = brokers.iter().filter(|b| !plain_endpoint(b).is_empty()).collect();
     sorted.sort_by_key(|b| b.id);
     for b in sorted {
-        let mut conn = match KafkaConn::connect(&b.kafka_endpoint).await {
+        let mut conn = match KafkaConn::connect(plain_endpoint(b)).await {
             Ok(c) => c,
             Err(e) => {
                 view.errors.push(format!("broker {}: {e}", b.id));
@@ -248,8 +249,8 @@ pub async fn gather(brokers: &[BrokerRegistration], leaders: &BTreeMap<(String, 
     for (leader, parts) in by_leader {
         let Some(addr) = brokers
             .iter()
-            .find(|b| b.id == leader && !b.kafka_endpoint.is_empty())
-            .map(|b| b.kafka_endpoint.clone())
+            .find(|b| b.id == leader && !plain_endpoint(b).is_empty())
+            .map(|b| plain_endpoint(b).to_string())
         else {
             continue;
         };
