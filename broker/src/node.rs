@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::controller_channels::ControllerChannels;
+use futures::StreamExt;
 use metastore::Client;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::BrokerServer;
@@ -375,13 +376,24 @@ async fn named_dir_loop(core: Arc<BrokerCore>, controller: Option<ControllerChan
         .unwrap_or_default();
         let now = tokio::time::Instant::now();
         retry_after.retain(|_, t| *t > now);
-        for (r, req) in reports {
+        let due = reports
+            .into_iter()
+            .filter(|(r, _)| !retry_after.contains_key(&(r.topic.clone(), r.partition)));
+        // Several reports in flight: each is a read and a write on the controller, and a bulk
+        // move reports thousands at once.
+        let answers: Vec<_> = futures::stream::iter(due)
+            .map(|(r, req)| {
+                let mut admin = controller.admin();
+                async move {
+                    let resp = tokio::time::timeout(Duration::from_secs(5), admin.assign_replica_dir(req)).await;
+                    (r, resp)
+                }
+            })
+            .buffer_unordered(NAMED_DIR_REPORTS_IN_FLIGHT)
+            .collect()
+            .await;
+        for (r, resp) in answers {
             let tp = (r.topic.clone(), r.partition);
-            if retry_after.contains_key(&tp) {
-                continue;
-            }
-            let mut admin = controller.admin();
-            let resp = tokio::time::timeout(Duration::from_secs(5), admin.assign_replica_dir(req)).await;
             match resp {
                 Ok(Ok(resp)) => {
                     let resp = resp.into_inner();
@@ -406,6 +418,9 @@ async fn named_dir_loop(core: Arc<BrokerCore>, controller: Option<ControllerChan
         }
     }
 }
+
+/// Named-dir reports a broker has in flight to the controller at once.
+const NAMED_DIR_REPORTS_IN_FLIGHT: usize = 32;
 
 /// Replicas the ISR scan checks between two yields to the runtime.
 const ISR_SCAN_YIELD_EVERY: usize = 256;

@@ -10,7 +10,7 @@ use proto::ferry::{BrokerLogDirs, PartitionState};
 use proto::{cordon, topic_config};
 
 use crate::plan::schedule::{InFlight, PartitionNow};
-use crate::plan::{ClusterBuilder, ClusterModel, DirId, Load, Move, Observed, PartitionRef, Plan, Replica};
+use crate::plan::{ClusterBuilder, ClusterModel, DirId, Load, Move, MoveState, Observed, PartitionRef, Plan, Replica};
 use crate::throttles::BrokerConfigs;
 
 /// What the brokers' log dir reports say of each replica: its dir and size.
@@ -149,8 +149,9 @@ fn dir_now(named: Option<&str>, broker: i32, m: &Move, dirs: &HashMap<&str, DirI
 }
 
 /// The cluster as `plan`'s scheduler sees it at `revision`: brokers, racks, failed dirs, the
-/// plan's partitions now, and every other partition's move in flight (they count against the
-/// caps).
+/// plan's partitions now whose moves may still change, and every other partition's move in
+/// flight (they count against the caps). A move done or left out needs no look: a pass over a
+/// large plan costs what is still open, and a later move on its partition counts as another's.
 pub fn observed(view: &ClusterView, revision: u64, plan: &Plan) -> Observed {
     let dirs: HashMap<&str, DirId> = plan
         .names
@@ -174,11 +175,25 @@ pub fn observed(view: &ClusterView, revision: u64, plan: &Plan) -> Observed {
             }
         }
     }
-    let mut mine: HashSet<(&str, u32)> = HashSet::with_capacity(plan.moves.len());
-    for m in &plan.moves {
+    let open = plan
+        .moves
+        .iter()
+        .filter(|m| !matches!(m.state, MoveState::Done | MoveState::Skipped(_)));
+    let mut mine: HashSet<(&str, u32)> = HashSet::new();
+    // Moves are grouped by topic: its entry is looked up once per run of them.
+    let mut last: Option<(u32, Option<&proto::cluster_view::TopicEntry>)> = None;
+    for m in open {
         let topic = plan.names.topic(m.partition);
         mine.insert((topic, m.partition.partition));
-        let Some(t) = view.topics.get(topic) else { continue };
+        let t = match last {
+            Some((i, t)) if i == m.partition.topic => t,
+            _ => {
+                let t = view.topics.get(topic);
+                last = Some((m.partition.topic, t));
+                t
+            }
+        };
+        let Some(t) = t else { continue };
         let Some(e) = t.partitions.get(&m.partition.partition) else {
             continue;
         };
@@ -321,5 +336,16 @@ mod tests {
         assert_eq!(obs.foreign[0].into, vec![3]);
         assert!(obs.offline_dirs.contains(&(2, DirId(1))));
         assert_eq!(obs.racks.len(), 2);
+
+        // A move that ended is not looked at; a move on its partition since is another's.
+        let mut ended = plan.clone();
+        ended.moves[0].partition.partition = 1;
+        ended.moves[0].state = MoveState::Done;
+        let obs = observed(&v, 11, &ended);
+        assert!(obs.partitions.is_empty());
+        assert_eq!(obs.foreign.len(), 1, "t-1 moves, and the plan's move there is done");
+        ended.moves[0].state = MoveState::Running { since: 5 };
+        let obs = observed(&v, 11, &ended);
+        assert_eq!((obs.partitions.len(), obs.foreign.len()), (1, 0));
     }
 }

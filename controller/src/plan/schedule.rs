@@ -46,7 +46,8 @@ pub struct Observed {
     pub racks: BTreeMap<i32, String>,
     /// Failed dirs.
     pub offline_dirs: BTreeSet<(i32, DirId)>,
-    /// The plan's partitions; a partition missing here was deleted.
+    /// The partitions of the plan's moves that may still change; one of those missing here was
+    /// deleted.
     pub partitions: HashMap<PartitionRef, PartitionNow>,
     /// Reassignments in flight on partitions outside the plan.
     pub foreign: Vec<Load>,
