@@ -52,6 +52,10 @@ struct Driver {
     /// Plans written, at the revision they were read at: not decided again until the follow
     /// brings the write.
     written: HashMap<u64, u64>,
+    /// The last plan each step wrote, with its stored bytes: when the follow brings those
+    /// bytes back, the plan is taken as it is instead of decoded again (a large plan's decode
+    /// costs as much as its step).
+    own: HashMap<u64, (bytes::Bytes, Plan)>,
 }
 
 impl Driver {
@@ -76,6 +80,13 @@ impl Driver {
         }
         for (key, value, revision) in ev.changes() {
             let Some(id) = keys::parse_plan_key(key) else { continue };
+            let own = self.own.remove(&id);
+            if let (Some((bytes, plan)), Some(v)) = (own, value) {
+                if bytes.as_ref() == v {
+                    self.plans.insert(id, StoredPlan { plan, revision });
+                    continue;
+                }
+            }
             match value.map(Plan::decode) {
                 Some(Ok(plan)) => {
                     self.plans.insert(id, StoredPlan { plan, revision });
@@ -176,13 +187,15 @@ pub async fn run(term: u64, client: &Client, metrics: &PlanMetrics) {
     }
 }
 
-/// When the next pass may begin, after one that ran from `began` to `ended`: as long again. A
-/// pass reads and rewrites whole plans, so with moves completing back to back, passes one after
-/// the other would keep the controller busy with a large plan's bookkeeping (and rewrite it for
-/// every completion); paced, the driver takes at most half of the time, and each pass settles
-/// what completed meanwhile. A small plan's pass takes milliseconds, so it waits as little.
+/// When the next pass may begin, after one that ran from `began` to `ended`: twice as long
+/// again. A pass reads and rewrites whole plans, so with moves completing back to back, passes
+/// one after the other would keep the controller busy with a large plan's bookkeeping (and
+/// rewrite it for every completion); paced, the driver takes at most a third of a core, and
+/// each pass settles what completed meanwhile. The controller shares its process with a Raft
+/// node and a broker, which the moves themselves need. A small plan's pass takes
+/// milliseconds, so it waits as little.
 fn pace(began: tokio::time::Instant, ended: tokio::time::Instant) -> tokio::time::Instant {
-    ended + ended.saturating_duration_since(began)
+    ended + 2 * ended.saturating_duration_since(began)
 }
 
 /// Decides and writes the step of each plan in `due` until one writes partitions (the next
@@ -221,6 +234,7 @@ async fn pass(
         d = dd;
         let Some((w, read_at)) = decided else { continue };
         let wait = w.moves_partitions.then(|| first_partition(&w.guards)).flatten();
+        let bytes = put_value(&w.ops, &keys::plan(w.plan.id));
         let StepWrite {
             plan,
             guards,
@@ -239,6 +253,9 @@ async fn pass(
                     "plan step written"
                 );
                 d.written.insert(plan.id, read_at);
+                if let Some(b) = bytes {
+                    d.own.insert(plan.id, (b, plan));
+                }
                 if wait.is_some() {
                     d.wait_partition = wait;
                     return Ok(d);
@@ -251,6 +268,14 @@ async fn pass(
         }
     }
     Ok(d)
+}
+
+/// The value the ops put at `key`, if they put one.
+fn put_value(ops: &[pb::Op], key: &str) -> Option<bytes::Bytes> {
+    ops.iter().find_map(|o| match &o.op {
+        Some(pb::op::Op::Put(p)) if p.key == key => Some(p.value.clone()),
+        _ => None,
+    })
 }
 
 /// The first partition a step wrote and the revision it was guarded on.
@@ -289,11 +314,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pass_is_followed_by_a_pause_as_long_as_itself() {
+    fn a_pass_is_followed_by_a_pause_twice_as_long() {
         let t0 = tokio::time::Instant::now();
         let slow = pace(t0, t0 + Duration::from_millis(800));
-        assert_eq!(slow, t0 + Duration::from_millis(1600));
+        assert_eq!(slow, t0 + Duration::from_millis(2400));
         let quick = pace(t0, t0 + Duration::from_millis(3));
-        assert_eq!(quick, t0 + Duration::from_millis(6));
+        assert_eq!(quick, t0 + Duration::from_millis(9));
+    }
+
+    #[test]
+    fn a_plan_that_comes_back_as_written_is_not_decoded_again() {
+        use crate::plan::{Caps, Names, PlanKind, PlanState};
+        let plan = Plan {
+            id: 3,
+            kind: PlanKind::DrainBroker { broker: 2 },
+            caps: Caps::default(),
+            throttle_rate: 0,
+            state: PlanState::Running,
+            names: Names::default(),
+            moves: vec![],
+        };
+        let ops = vec![crate::plan_step::plan_put(&plan)];
+        let bytes = put_value(&ops, &keys::plan(3)).expect("the plan's put");
+        let mut d = Driver::default();
+        // A marker no decode could give: the held plan is the one taken.
+        let mut held = plan.clone();
+        held.throttle_rate = 77;
+        d.own.insert(3, (bytes.clone(), held));
+        let change = |value: &[u8]| FollowEvent::Reset {
+            kvs: vec![pb::KeyValue {
+                key: keys::plan(3),
+                value: bytes::Bytes::copy_from_slice(value),
+                mod_revision: 9,
+                ..Default::default()
+            }],
+            revision: 9,
+        };
+        d.absorb_plans(change(&bytes));
+        assert_eq!((d.plans[&3].plan.throttle_rate, d.plans[&3].revision), (77, 9));
+        assert!(d.own.is_empty());
+        // Other bytes (someone else's write) are decoded.
+        d.own.insert(3, (bytes::Bytes::from_static(b"x"), plan.clone()));
+        d.absorb_plans(change(&bytes));
+        assert_eq!(d.plans[&3].plan.throttle_rate, 0);
     }
 }

@@ -117,7 +117,7 @@ pub async fn run(a: &Args, ferry: &Path, root: &Path) -> anyhow::Result<ScaleOut
     Ok(o)
 }
 
-/// Waits until the stored plan `id` has ended, reading its key every 500 ms. ListPlans would
+/// Waits until the stored plan `id` has ended, reading its key every second. ListPlans would
 /// also measure each running move's progress, which over the whole cluster costs the
 /// controller what the run measures.
 async fn wait_stored(meta: &metastore::Client, id: u64, timeout: Duration) -> anyhow::Result<Plan> {
@@ -133,7 +133,7 @@ async fn wait_stored(meta: &metastore::Client, id: u64, timeout: Duration) -> an
         if Instant::now() > deadline {
             bail!("plan {id} not ended after {} s", timeout.as_secs());
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
