@@ -102,6 +102,10 @@ pub async fn list(
                 .collect();
         }
     }
+    // A plan not ended says which of its brokers are down even with no move running.
+    if live.is_none() && plans.iter().any(|s| !s.plan.state.is_terminal()) {
+        live = Some(crate::store::load_brokers_view(client).await?.live_brokers());
+    }
     let with_moves = req.with_moves;
     let plans = crate::off_runtime(move || {
         let mut out: Vec<_> = plans.iter().map(|s| info(&s.plan, &progress, with_moves)).collect();

@@ -226,8 +226,12 @@ pub fn left_out_note(summary: &Summary) -> Option<String> {
 
 /// Names why running moves of `info` cannot finish: a target broker that is not registered
 /// (`live` holds the registered ones). A running move keeps no reason in the plan, so `show`
-/// would print it running with nothing said while it waits for a dead broker.
+/// would print it running with nothing said while it waits for a dead broker. Each broker's
+/// load says whether the broker is down.
 pub fn mark_stuck(info: &mut PlanInfo, live: &BTreeSet<i32>) {
+    for b in info.brokers.iter_mut() {
+        b.down = !live.contains(&b.broker);
+    }
     let running = move_state_name(MoveState::Running { since: 0 });
     for m in info
         .moves
@@ -264,8 +268,17 @@ mod tests {
             ..Default::default()
         };
         info.moves[3].reason = "broker 5 is down".into();
+        info.brokers = [5, 1]
+            .map(|broker| PlanBrokerLoad {
+                broker,
+                ..Default::default()
+            })
+            .into();
         mark_stuck(&mut info, &BTreeSet::from([1, 2, 3]));
         let reasons: Vec<&str> = info.moves.iter().map(|m| m.reason.as_str()).collect();
         assert_eq!(reasons, ["broker 5 is down", "", "", "broker 5 is down"]);
+        // Its load says it too.
+        let down: Vec<(i32, bool)> = info.brokers.iter().map(|b| (b.broker, b.down)).collect();
+        assert_eq!(down, [(5, true), (1, false)]);
     }
 }

@@ -47,6 +47,13 @@ pub async fn load_partition_view(client: &Client, topic: &str, p: u32) -> Result
     Ok(view)
 }
 
+/// A view of the broker registrations only (which brokers are up), read at once.
+pub async fn load_brokers_view(client: &Client) -> Result<ClusterView, metastore::ClientError> {
+    let mut view = ClusterView::default();
+    apply_kvs(&mut view, &client.range_req(brokers_range()).await?.kvs);
+    Ok(view)
+}
+
 /// The read of every broker registration.
 fn brokers_range() -> pb::RangeRequest {
     pb::RangeRequest {

@@ -104,6 +104,9 @@ async fn a_broker_killed_mid_plan_holds_its_moves_until_it_is_back() {
     for m in p.moves.iter().filter(|m| m.state != "done" && moves_into(m, 5)) {
         assert_eq!(m.reason, "broker 5 is down", "{m:?}");
     }
+    // Its load says so too, and no other broker's does.
+    let down: Vec<i32> = p.brokers.iter().filter(|b| b.down).map(|b| b.broker).collect();
+    assert_eq!(down, [5], "{:?}", p.brokers);
     assert!(
         p.moves.iter().any(|m| m.state == "done" && !moves_into(m, 5)),
         "others went on: {p:?}"

@@ -120,8 +120,9 @@ pub fn dry_run_lines(p: &PlanInfo) -> Vec<String> {
 /// One broker's load under a plan.
 pub fn broker_line(b: &PlanBrokerLoad) -> String {
     format!(
-        "broker {}: {} moving in, {} moving out, {} dir move{}, {} queued, {} left, {}/s, ETA {}",
+        "broker {}{}: {} moving in, {} moving out, {} dir move{}, {} queued, {} left, {}/s, ETA {}",
         b.broker,
+        if b.down { " (down)" } else { "" },
         b.moving_in,
         b.moving_out,
         b.dir_moves,
@@ -264,6 +265,7 @@ pub(crate) mod tests {
             bytes_left: 12_000_000,
             rate: 2_000_000,
             eta_ms: 6_000,
+            down: true,
         }];
         p.notes = vec!["t-9 left out: moved by hand".into()];
         let mut running = mv(0, 10_000_000, "running");
@@ -278,7 +280,7 @@ pub(crate) mod tests {
                 "  moves: 5 total, 1 queued, 1 running, 1 done, 1 skipped, 1 failed",
                 "  bytes: 12.0 MB left of 50.0 MB, ETA 1m 05s",
                 "  caps: max-moves-into-broker 5, max-moves-out-of-broker 5, max-dir-moves-per-broker 2, max-moves-in-cluster 50; throttle 2.0 MB/s",
-                "  broker 4: 1 moving in, 0 moving out, 0 dir moves, 1 queued, 12.0 MB left, 2.0 MB/s, ETA 6s",
+                "  broker 4 (down): 1 moving in, 0 moving out, 0 dir moves, 1 queued, 12.0 MB left, 2.0 MB/s, ETA 6s",
                 "  note: t-9 left out: moved by hand",
                 "  t-0: [1,2,3] -> [2,3,4], 10.0 MB, running, 2.0 MB left",
                 "  t-1: [1,2,3] -> [2,3,4], 10.0 MB, queued: broker 4 is down",

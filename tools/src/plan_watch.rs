@@ -178,6 +178,7 @@ mod tests {
             bytes_left,
             rate,
             eta_ms,
+            down: false,
         }
     }
 

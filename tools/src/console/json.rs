@@ -470,6 +470,7 @@ pub fn plans(r: &ListPlansResponse) -> PlansView {
                 "bytes_left": b.bytes_left,
                 "rate": b.rate,
                 "eta_ms": b.eta_ms,
+                "down": b.down,
             })).collect::<Vec<_>>(),
             "moves": moves.iter().take(PLAN_MOVES_DRAWN).map(|m| serde_json::json!({
                 "name": format!("{}-{}", m.topic, m.partition),

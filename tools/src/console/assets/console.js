@@ -212,9 +212,9 @@ function renderPlans(v) {
         el("tbody", {}, p.brokers.map((b) => el("tr", {
           class: "plan-broker", "data-plan": p.id, "data-broker": b.broker, "data-moving-in": b.moving_in,
           "data-moving-out": b.moving_out, "data-dir-moves": b.dir_moves, "data-queued": b.queued,
-          "data-bytes-left": b.bytes_left, "data-rate": b.rate, "data-eta-ms": b.eta_ms,
+          "data-bytes-left": b.bytes_left, "data-rate": b.rate, "data-eta-ms": b.eta_ms, "data-down": b.down,
         },
-          el("td", {}, b.broker), el("td", { class: "num" }, b.moving_in), el("td", { class: "num" }, b.moving_out),
+          el("td", {}, b.down ? `${b.broker} (down)` : b.broker), el("td", { class: "num" }, b.moving_in), el("td", { class: "num" }, b.moving_out),
           el("td", { class: "num" }, b.dir_moves), el("td", { class: "num" }, b.queued),
           el("td", { class: "num" }, bytes(b.bytes_left)), el("td", { class: "num" }, `${bytes(b.rate)}/s`),
           el("td", { class: "num" }, eta(b.eta_ms)))))));
