@@ -73,7 +73,7 @@ pub fn parse(listeners: &str, advertised: Option<&str>, map: Option<&str>) -> Re
 /// The listener for the single-listener flags (`--kafka-listen`): named for its protocol.
 pub fn single(bind: std::net::SocketAddr, advertised: Option<String>, protocol: SecurityProtocol) -> ListenerSpec {
     ListenerSpec {
-        name: broker::kafka::listeners::protocol_name(protocol).into(),
+        name: protocol.name().into(),
         protocol,
         bind: bind.to_string(),
         advertised,

@@ -99,7 +99,7 @@ impl SecurityArgs {
             (None, Some(l)) => bail!(
                 "--ssl-keystore-location: listener {} is {} and needs a certificate",
                 l.name,
-                broker::kafka::listeners::protocol_name(l.protocol)
+                l.protocol.name()
             ),
             (Some(_), None) => bail!("--ssl-keystore-location: no Kafka listener is SSL or SASL_SSL"),
             (None, None) => None,

@@ -44,6 +44,16 @@ impl SecurityProtocol {
         }
     }
 
+    /// Kafka's name of the protocol, as `parse` reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslSsl => "SASL_SSL",
+        }
+    }
+
     /// Whether clients must authenticate with SASL.
     pub fn sasl(self) -> bool {
         matches!(self, Self::SaslPlaintext | Self::SaslSsl)

@@ -322,8 +322,7 @@ fn topic(
                 .map(|b| BrokerId(*b))
                 .collect();
             if leader < 0 {
-                let registered = s.leader >= 0 && live.contains(&s.leader);
-                m.error_code = wire(if registered {
+                m.error_code = wire(if live.contains(&s.leader) {
                     unlisted
                 } else {
                     ErrorCode::LEADER_NOT_AVAILABLE

@@ -42,16 +42,6 @@ impl Via {
     }
 }
 
-/// Kafka's name of a protocol, as the registration stores it.
-pub fn protocol_name(p: SecurityProtocol) -> &'static str {
-    match p {
-        SecurityProtocol::Plaintext => "PLAINTEXT",
-        SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
-        SecurityProtocol::Ssl => "SSL",
-        SecurityProtocol::SaslSsl => "SASL_SSL",
-    }
-}
-
 /// The listeners as the broker's registration advertises them.
 pub fn advertised(listeners: &[Listener]) -> Vec<KafkaListenerEndpoint> {
     listeners
@@ -59,7 +49,7 @@ pub fn advertised(listeners: &[Listener]) -> Vec<KafkaListenerEndpoint> {
         .map(|l| KafkaListenerEndpoint {
             name: l.name.clone(),
             endpoint: l.advertised.clone(),
-            security_protocol: protocol_name(l.protocol).into(),
+            security_protocol: l.protocol.name().into(),
         })
         .collect()
 }
@@ -82,7 +72,7 @@ pub fn endpoint_for<'a>(reg: &'a BrokerRegistration, name: &str) -> Option<&'a s
 pub fn plain_endpoint(reg: &BrokerRegistration) -> &str {
     reg.kafka_listeners
         .iter()
-        .find(|l| l.security_protocol == protocol_name(SecurityProtocol::Plaintext))
+        .find(|l| l.security_protocol == SecurityProtocol::Plaintext.name())
         .map_or(reg.kafka_endpoint.as_str(), |l| l.endpoint.as_str())
 }
 
