@@ -1,6 +1,6 @@
 //! The checkpoint files' format and the one read Ferry makes of them: Kafka's version 0, a
-//! count, then `topic partition offset` lines; the log start offsets read back when a broker
-//! opens its replicas. A leaf under the broker, so that opening a replica needs no driver.
+//! count, then `topic partition offset` lines; the log starts and high watermarks read back
+//! when a broker opens its replicas. A leaf under the broker, so that opening a replica needs no driver.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -55,10 +55,10 @@ pub(crate) fn replace(dir: &Path, name: &str, text: &str) -> std::io::Result<()>
     std::fs::rename(&tmp, dir.join(name))
 }
 
-/// The log start offsets that `dir`'s checkpoint remembers, by replica; none when the file is
-/// missing or damaged (the segments' own bases then stand).
-pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
-    let path = dir.join(LOG_START);
+/// The offsets that `dir`'s checkpoint file `name` remembers, by replica; none when the file is
+/// missing or damaged.
+fn read(dir: &Path, name: &str) -> Offsets {
+    let path = dir.join(name);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) => {
@@ -77,18 +77,40 @@ pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
     }
 }
 
-/// The log start checkpoints of the dirs a broker opens, each read once.
-#[derive(Debug, Default)]
-pub struct LogStarts(HashMap<PathBuf, HashMap<(String, u32), i64>>);
+/// The log start offsets that `dir`'s checkpoint remembers, by replica; none when the file is
+/// missing or damaged (the segments' own bases then stand).
+pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
+    read(dir, LOG_START)
+}
 
-impl LogStarts {
-    /// Opens the replica of `topic`-`partition` in `dir` at the log start its checkpoint has.
-    pub fn open(&mut self, dir: &Path, topic: &str, partition: u32, cfg: LogConfig) -> Result<PartitionLog, LogError> {
-        let starts = self.0.entry(dir.to_path_buf()).or_insert_with(|| log_starts(dir));
+/// The checkpoints a broker reads back as it opens its dirs, each file read once: the log
+/// starts, and the high watermarks (so that a restarted leader knows what was committed, as
+/// Kafka's broker reads them).
+#[derive(Debug, Default)]
+pub struct OpenCheckpoints(HashMap<PathBuf, [Offsets; 2]>);
+
+/// One checkpoint file's offsets, by replica.
+type Offsets = HashMap<(String, u32), i64>;
+
+impl OpenCheckpoints {
+    /// Opens the replica of `topic`-`partition` in `dir` at the log start its checkpoint has;
+    /// returns it with the high watermark checkpointed for it, if any.
+    pub fn open(
+        &mut self,
+        dir: &Path,
+        topic: &str,
+        partition: u32,
+        cfg: LogConfig,
+    ) -> Result<(PartitionLog, Option<i64>), LogError> {
+        let [starts, hws] = self
+            .0
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| [log_starts(dir), read(dir, REPLICATION)]);
+        let key = (topic.to_string(), partition);
         let mut log = PartitionLog::open(&dir.join(crate::log_dirs::replica_folder(topic, partition)), cfg)?;
-        if let Some(&start) = starts.get(&(topic.to_string(), partition)) {
+        if let Some(&start) = starts.get(&key) {
             log.restore_log_start(start)?;
         }
-        Ok(log)
+        Ok((log, hws.get(&key).copied()))
     }
 }

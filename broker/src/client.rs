@@ -378,8 +378,32 @@ impl ClusterClient {
         }
     }
 
-    /// Fetches committed records from `offset`.
+    /// Fetches committed records from `offset`. A leader that has not yet learnt its high
+    /// watermark (OFFSET_NOT_AVAILABLE) is asked again until the client's timeout, as Kafka's
+    /// clients retry it.
     pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: i64,
+        max_bytes: u32,
+        max_wait_ms: u32,
+    ) -> Result<FetchResponse, DataError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            match self.fetch_once(topic, partition, offset, max_bytes, max_wait_ms).await {
+                Err(e)
+                    if e.code() == Some(ErrorCode::OFFSET_NOT_AVAILABLE) && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// One fetch from the partition's leader.
+    async fn fetch_once(
         &self,
         topic: &str,
         partition: u32,

@@ -3,10 +3,11 @@
 //! `recovery-point-offset-checkpoint` (the offset below which the log is synced). Each is
 //! version `0`, a count, then `topic partition offset` lines, replaced atomically every
 //! [`INTERVAL`] when it changed (Kafka's `replica.high.watermark.checkpoint.interval.ms`).
-//! Ferry recovers from the segments themselves and reads back only the log start offsets (a
-//! start DeleteRecords put inside a segment has no other record; [`log_starts`] at open, and
-//! [`write_log_starts_now`] before DeleteRecords answers); the rest are there so that a log dir
-//! reads as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
+//! Ferry recovers from the segments themselves and reads back the log start offsets (a start
+//! DeleteRecords put inside a segment has no other record; [`log_starts`] at open, and
+//! [`write_log_starts_now`] before DeleteRecords answers) and the high watermarks (a restarted
+//! leader then knows what was committed); the recovery points are there so that a log dir reads
+//! as a Kafka broker's, for Kafka's tools and for a move back to Kafka.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,9 @@ use crate::replica_manager::BrokerCore;
 /// How often the files are brought up to date.
 pub const INTERVAL: Duration = Duration::from_secs(5);
 use crate::checkpoint_file::replace;
-pub use crate::checkpoint_file::{encode, log_starts, parse, Entry, LogStarts, LOG_START, RECOVERY_POINT, REPLICATION};
+pub use crate::checkpoint_file::{
+    encode, log_starts, parse, Entry, OpenCheckpoints, LOG_START, RECOVERY_POINT, REPLICATION,
+};
 
 /// One writer at a time (the timer's and DeleteRecords'), each gathering under it: an older
 /// text never replaces a newer one.
@@ -164,6 +167,25 @@ mod tests {
         std::fs::write(dir.join(LOG_START), "0\n5\nt 0 4\n").unwrap();
         let core = BrokerCore::open(1, vec![dir], DataConfig::default()).unwrap();
         assert_eq!(start_of(&core, "t"), 0);
+    }
+
+    #[test]
+    fn a_broker_opens_its_replicas_at_the_high_watermarks_it_checkpointed() {
+        use crate::partition_log::{LogConfig, PartitionLog};
+        use crate::replica_manager::DataConfig;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap().join("d1");
+        {
+            let mut log = PartitionLog::open(&dir.join("t-0"), LogConfig::default()).unwrap();
+            log.append_as_leader(&["a", "b", "c", "d"], 1, 0).unwrap();
+            PartitionLog::open(&dir.join("u-0"), LogConfig::default()).unwrap();
+        }
+        // u's checkpoint is past its (empty) log: it is held to the log end.
+        let text = encode(&[("t".into(), 0, 3), ("u".into(), 0, 9)]);
+        crate::checkpoint_file::replace(&dir, REPLICATION, &text).unwrap();
+        let core = BrokerCore::open(1, vec![dir], DataConfig::default()).unwrap();
+        let hw = |t: &str| core.replicas.read()[&(t.to_string(), 0)].state().high_watermark;
+        assert_eq!((hw("t"), hw("u")), (3, 0));
     }
 
     #[test]

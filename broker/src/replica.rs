@@ -79,6 +79,10 @@ pub struct ReplicaState {
     pub meta: PartitionState,
     /// Records below this offset are committed.
     pub high_watermark: i64,
+    /// As leader: the log end offset when this process took the lead. Below it the high
+    /// watermark is not yet known (KIP-207): a restarted or newly elected leader learns it from
+    /// its followers' next fetches.
+    pub epoch_start: Option<i64>,
     /// As leader: each follower's progress.
     pub followers: HashMap<i32, FollowerProgress>,
     /// As leader: an ISR change has been sent and not answered yet.
@@ -126,6 +130,7 @@ impl Replica {
                 role: Role::Follower { leader: -1, epoch: 0 },
                 meta: PartitionState::default(),
                 high_watermark: 0,
+                epoch_start: None,
                 followers: HashMap::new(),
                 isr_change_in_flight: false,
                 pending_isr: None,
@@ -133,6 +138,12 @@ impl Replica {
             changed,
             clock,
         }
+    }
+
+    /// Starts from a checkpointed high watermark, within the log as recovered.
+    pub fn restore_high_watermark(&self, hw: i64) {
+        let leo = self.log().log_end_offset();
+        self.state().high_watermark = hw.clamp(0, leo);
     }
 
     /// Role, metadata and progress: the first lock in the order.
@@ -204,6 +215,12 @@ impl Replica {
         };
         let changed = role != st.role;
         if changed {
+            // A leader that keeps the lead under a new epoch knew its high watermark already.
+            st.epoch_start = match (st.role, role) {
+                (Role::Leader { .. }, Role::Leader { .. }) => st.epoch_start,
+                (_, Role::Leader { .. }) => Some(self.log().log_end_offset()),
+                _ => None,
+            };
             st.role = role;
             st.followers.clear();
             st.isr_change_in_flight = false;
@@ -264,6 +281,24 @@ impl Replica {
                 ),
                 leader_hint: leader,
             }),
+        }
+    }
+
+    /// The high watermark a client may be told as the end of the committed records, or
+    /// OFFSET_NOT_AVAILABLE (retriable) while a new leader has not yet learnt it: answering a
+    /// lower one would make acknowledged records look gone (Kafka's ListOffsets does the same).
+    pub fn known_high_watermark(&self) -> Result<i64, ReplicaError> {
+        let st = self.state();
+        match st.epoch_start {
+            Some(start) if st.high_watermark < start => Err(ReplicaError::new(
+                ErrorCode::OFFSET_NOT_AVAILABLE,
+                format!(
+                    "{}: the leader's high watermark {} is behind the start of its epoch at {start}; its followers have not fetched yet",
+                    self.name(),
+                    st.high_watermark
+                ),
+            )),
+            _ => Ok(st.high_watermark),
         }
     }
 
@@ -332,5 +367,32 @@ mod tests {
         assert_eq!(fetch_source(5, follower(1), &again), Some((1, 7)));
         // Dropping out of the ISR while leaving stops it.
         assert_eq!(fetch_source(3, follower(1), &state(&[1, 2, 3], &[3], 1, &[1, 2])), None);
+    }
+
+    #[test]
+    fn a_new_leader_answers_no_high_watermark_until_it_reaches_the_start_of_its_epoch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut log = PartitionLog::open(&tmp.path().join("t-0"), Default::default()).unwrap();
+        log.append_as_leader(&["a", "b", "c", "d"], 1, 0).unwrap();
+        let r = Replica::new("t".into(), 0, 1, log, Clock::system());
+        assert_eq!(r.known_high_watermark().unwrap(), 0, "a follower has no epoch start");
+        // A restarted process that finds itself leader, with a follower in sync: the committed
+        // end is unknown until the follower fetches.
+        let mut s = state(&[1, 2], &[], 1, &[1, 2]);
+        s.partition_epoch = 1;
+        r.apply_metadata(&s);
+        let e = r.known_high_watermark().unwrap_err();
+        assert_eq!(e.code, ErrorCode::OFFSET_NOT_AVAILABLE, "{e:?}");
+        assert!(e.message.contains("t-0") && e.message.contains("at 4"), "{}", e.message);
+        // The follower leaves the ISR: the leader alone commits its whole log.
+        s.isr = vec![1];
+        s.partition_epoch = 2;
+        r.apply_metadata(&s);
+        assert_eq!(r.known_high_watermark().unwrap(), 4);
+        // Keeping the lead under a new epoch keeps what it knew.
+        s.leader_epoch += 1;
+        r.log().append_as_leader(&["e"], s.leader_epoch, 4).unwrap();
+        r.apply_metadata(&s);
+        assert_eq!(r.known_high_watermark().unwrap(), 5);
     }
 }

@@ -147,18 +147,19 @@ impl BrokerCore {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
         }
         let mut replicas = HashMap::new();
-        let mut starts = crate::checkpoint_file::LogStarts::default();
+        let mut starts = crate::checkpoint_file::OpenCheckpoints::default();
         for ((topic, p), dir) in found {
-            let log = starts
+            let (log, hw) = starts
                 .open(&dir, &topic, p, config.log.clone())
                 .map_err(|source| OpenError::Log {
                     name: replica_folder(&topic, p),
                     source,
                 })?;
-            replicas.insert(
-                (topic.clone(), p),
-                Arc::new(Replica::new(topic, p, id, log, config.clock.clone())),
-            );
+            let r = Replica::new(topic.clone(), p, id, log, config.clock.clone());
+            if let Some(hw) = hw {
+                r.restore_high_watermark(hw);
+            }
+            replicas.insert((topic, p), Arc::new(r));
         }
         Ok(Self {
             id,

@@ -107,6 +107,7 @@ impl fetch::Partitions for ClientRead<'_> {
         let read = self
             .r
             .leader_epoch()
+            .and_then(|_| self.r.known_high_watermark())
             .and_then(|_| fetch::read_log(self.core, &self.r, self.offset, fetch::Isolation::HighWatermark, limit));
         let found = read.as_ref().map_or(fetch::Found::Error, fetch::LogRead::found);
         (read, found)

@@ -372,11 +372,14 @@ fn list_offset(
     timestamp: i64,
 ) -> Result<(i64, i64, i32), ReplicaError> {
     let (r, epoch) = led(core, topic, partition, client_epoch)?;
+    // As Kafka: while a new leader has not learnt its high watermark, the latest offset, and a
+    // time found at or past it, are not answered yet.
+    let known = r.known_high_watermark();
     let hw = r.state().high_watermark;
     let log = r.log();
     let epoch = epoch as i32;
     match timestamp {
-        LATEST => Ok((hw, -1, epoch)),
+        LATEST => Ok((known?, -1, epoch)),
         EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1, epoch)),
         LATEST_TIERED => Ok((-1, -1, -1)),
         MAX_TIMESTAMP => match log
@@ -391,7 +394,7 @@ fn list_offset(
             .map_err(|e| produce::storage_error(core, &r, e))?
         {
             Some((offset, ts)) if offset < hw => Ok((offset, ts, epoch)),
-            _ => Ok((-1, -1, -1)),
+            _ => known.map(|_| (-1, -1, -1)),
         },
         t => Err(ReplicaError::new(
             ErrorCode::INVALID_REQUEST,
