@@ -98,7 +98,7 @@ impl PartitionLog {
                 self.log_start = next;
                 self.epochs.truncate_from_start(next)?;
             }
-            renamed.extend(retire(seg)?);
+            renamed.extend(retire(*seg)?);
         }
         sync_dir(&self.dir)?;
         tracing::info!(dir = %self.dir.display(), log_start_offset = self.log_start, files = renamed.len(), "deleted old segments");
@@ -147,7 +147,8 @@ impl PartitionLog {
             self.segments.remove(&base).expect("listed above").remove_files()?;
         }
         self.epochs.clear()?;
-        self.segments.insert(offset, Segment::create(&self.dir, offset)?);
+        self.segments
+            .insert(offset, Box::new(Segment::create(&self.dir, offset)?));
         sync_dir(&self.dir)?;
         self.log_start = offset;
         tracing::info!(dir = %self.dir.display(), offset, "log started over empty");

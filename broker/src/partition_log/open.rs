@@ -74,7 +74,7 @@ impl PartitionLog {
             fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
         }
 
-        let mut segments = BTreeMap::new();
+        let mut segments: BTreeMap<i64, Box<Segment>> = BTreeMap::new();
         let mut tail_epochs: Vec<(u32, i64)> = Vec::new();
         let interval = cfg.index_interval_bytes;
         let mut collect_epochs = |h: &BatchHeader| {
@@ -94,7 +94,7 @@ impl PartitionLog {
                         .into(),
                 });
             }
-            if let Some(prev) = segments.values().next_back().map(|s: &Segment| s.next_offset) {
+            if let Some(prev) = segments.values().next_back().map(|s| s.next_offset) {
                 if prev != base {
                     if i + 1 == logs.len() {
                         // The last sealed segment lost its tail (see below): what follows the
@@ -105,7 +105,7 @@ impl PartitionLog {
                         let (prev_base, _) = segments.pop_last().expect("a previous segment exists");
                         let mut prev_seg = Segment::open(dir, prev_base)?;
                         prev_seg.recover_active(interval, &mut collect_epochs)?;
-                        segments.insert(prev_base, prev_seg);
+                        segments.insert(prev_base, Box::new(prev_seg));
                         break;
                     }
                     return Err(LogError::Corrupt {
@@ -130,12 +130,12 @@ impl PartitionLog {
                 },
                 _ => seg.recover_sealed(interval)?,
             }
-            segments.insert(base, seg);
+            segments.insert(base, Box::new(seg));
         }
         if segments.is_empty() {
             let seg = Segment::create(dir, 0)?;
             syncs.add(dir);
-            segments.insert(0, seg);
+            segments.insert(0, Box::new(seg));
         }
 
         let (epochs, found) = EpochCache::load(dir)?;

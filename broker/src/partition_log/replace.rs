@@ -264,7 +264,7 @@ impl PartitionLog {
         sync_dir(&self.dir)?;
         let mut seg = Segment::open(&self.dir, base)?;
         seg.recover_sealed(self.cfg.index_interval_bytes)?;
-        self.segments.insert(base, seg);
+        self.segments.insert(base, Box::new(seg));
         tracing::info!(dir = %self.dir.display(), base, replaced = old.len(), size = new.size, "swapped in a cleaned segment");
         Ok(true)
     }
