@@ -83,13 +83,13 @@ pub fn start<H: MoveHost>(
     let path = dest.join(format!("{}{FUTURE_SUFFIX}", r.name()));
     let log = PartitionLog::open(&path, future_config(host.as_ref()))?;
     tracing::info!(replica = %r.name(), dest = %dest.display(), "moving replica to another log dir");
-    *r.future() = Some(FutureLog {
+    *r.future() = Some(Box::new(FutureLog {
         log,
         dest: dest.to_path_buf(),
         copied_bytes: 0,
         whole_files: true,
         for_reassignment,
-    });
+    }));
     spawn_copy(host, r);
     Ok(())
 }
@@ -119,13 +119,13 @@ pub fn resume<H: MoveHost>(host: &Arc<H>, r: &Arc<Replica>, future_folder: &Path
     tracing::info!(replica = %r.name(), dest = %dest.display(), from = log.log_end_offset(), "resuming log dir move");
     // Whether a reassignment started it is not on disk; `named_dir` takes a move over again
     // while its reassignment still names the dir.
-    *r.future() = Some(FutureLog {
+    *r.future() = Some(Box::new(FutureLog {
         log,
         dest,
         copied_bytes: 0,
         whole_files: true,
         for_reassignment: false,
-    });
+    }));
     spawn_copy(host, r);
     Ok(())
 }
@@ -358,13 +358,13 @@ mod tests {
         }
         let r = Replica::new("t".into(), 0, 1, log, proto::clock::Clock::system());
         let future = PartitionLog::open(&tmp.path().join("b/t-0.move"), small()).unwrap();
-        *r.future() = Some(FutureLog {
+        *r.future() = Some(Box::new(FutureLog {
             log: future,
             dest: tmp.path().join("b"),
             copied_bytes: 0,
             whole_files: true,
             for_reassignment: false,
-        });
+        }));
         copy_step(&r, 1 << 20, true).unwrap();
         // Retention deletes past what the copy holds, then DeleteRecords moves the start
         // inside a segment: the copy starts over at the start, whole files and batches alike.

@@ -104,8 +104,9 @@ pub struct Replica {
     pub broker_id: i32,
     /// The log. Its locks are taken through the methods below, in the order `lock_order` asserts.
     log: Mutex<PartitionLog>,
-    /// The log being filled in another dir while the replica moves there.
-    future: Mutex<Option<FutureLog>>,
+    /// The log being filled in another dir while the replica moves there. Boxed, as few
+    /// replicas move at once and an inline one costs every replica its size.
+    future: Mutex<Option<Box<FutureLog>>>,
     /// Bumped before every truncation, so a copy made without the log's lock can tell whether
     /// the log changed under it.
     pub truncations: std::sync::atomic::AtomicU64,
@@ -157,7 +158,7 @@ impl Replica {
     }
 
     /// The future log of a running dir move: the last lock in the order.
-    pub fn future(&self) -> Ordered<'_, Option<FutureLog>> {
+    pub fn future(&self) -> Ordered<'_, Option<Box<FutureLog>>> {
         lock(&self.future, Rank::Future)
     }
 
