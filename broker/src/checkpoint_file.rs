@@ -79,7 +79,7 @@ fn read(dir: &Path, name: &str) -> Offsets {
 
 /// The log start offsets that `dir`'s checkpoint remembers, by replica; none when the file is
 /// missing or damaged (the segments' own bases then stand).
-pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
+pub fn log_starts(dir: &Path) -> Offsets {
     read(dir, LOG_START)
 }
 
@@ -87,7 +87,14 @@ pub fn log_starts(dir: &Path) -> HashMap<(String, u32), i64> {
 /// starts, and the high watermarks (so that a restarted leader knows what was committed, as
 /// Kafka's broker reads them).
 #[derive(Debug, Default)]
-pub struct OpenCheckpoints(HashMap<PathBuf, [Offsets; 2]>);
+pub struct OpenCheckpoints(HashMap<PathBuf, DirCheckpoints>);
+
+/// What one dir's checkpoints remember, by replica.
+#[derive(Debug)]
+struct DirCheckpoints {
+    log_starts: Offsets,
+    high_watermarks: Offsets,
+}
 
 /// One checkpoint file's offsets, by replica.
 type Offsets = HashMap<(String, u32), i64>;
@@ -102,15 +109,15 @@ impl OpenCheckpoints {
         partition: u32,
         cfg: LogConfig,
     ) -> Result<(PartitionLog, Option<i64>), LogError> {
-        let [starts, hws] = self
-            .0
-            .entry(dir.to_path_buf())
-            .or_insert_with(|| [log_starts(dir), read(dir, REPLICATION)]);
+        let read_back = self.0.entry(dir.to_path_buf()).or_insert_with(|| DirCheckpoints {
+            log_starts: log_starts(dir),
+            high_watermarks: read(dir, REPLICATION),
+        });
         let key = (topic.to_string(), partition);
         let mut log = PartitionLog::open(&dir.join(crate::log_dirs::replica_folder(topic, partition)), cfg)?;
-        if let Some(&start) = starts.get(&key) {
+        if let Some(&start) = read_back.log_starts.get(&key) {
             log.restore_log_start(start)?;
         }
-        Ok((log, hws.get(&key).copied()))
+        Ok((log, read_back.high_watermarks.get(&key).copied()))
     }
 }

@@ -389,9 +389,16 @@ impl ClusterClient {
         max_bytes: u32,
         max_wait_ms: u32,
     ) -> Result<FetchResponse, DataError> {
+        let req = FetchRequest {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            max_bytes,
+            max_wait_ms,
+        };
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
-            match self.fetch_once(topic, partition, offset, max_bytes, max_wait_ms).await {
+            match self.fetch_once(&req).await {
                 Err(e)
                     if e.code() == Some(ErrorCode::OFFSET_NOT_AVAILABLE) && tokio::time::Instant::now() < deadline =>
                 {
@@ -403,24 +410,11 @@ impl ClusterClient {
     }
 
     /// One fetch from the partition's leader.
-    async fn fetch_once(
-        &self,
-        topic: &str,
-        partition: u32,
-        offset: i64,
-        max_bytes: u32,
-        max_wait_ms: u32,
-    ) -> Result<FetchResponse, DataError> {
+    async fn fetch_once(&self, req: &FetchRequest) -> Result<FetchResponse, DataError> {
+        let (topic, partition) = (req.topic.as_str(), req.partition);
         let mut c = self.leader_client(topic, partition).await?;
-        let req = FetchRequest {
-            topic: topic.to_string(),
-            partition,
-            offset,
-            max_bytes,
-            max_wait_ms,
-        };
-        let limit = self.timeout + Duration::from_millis(max_wait_ms as u64);
-        let resp = tokio::time::timeout(limit, c.fetch(req)).await;
+        let limit = self.timeout + Duration::from_millis(req.max_wait_ms as u64);
+        let resp = tokio::time::timeout(limit, c.fetch(req.clone())).await;
         match resp.unwrap_or_else(|_| Err(tonic::Status::deadline_exceeded("no answer in time"))) {
             Ok(r) => {
                 let r = r.into_inner();

@@ -147,9 +147,9 @@ impl BrokerCore {
             tracing::warn!(path = %d.display(), "replica folder found in a second log dir; ignored");
         }
         let mut replicas = HashMap::new();
-        let mut starts = crate::checkpoint_file::OpenCheckpoints::default();
+        let mut checkpoints = crate::checkpoint_file::OpenCheckpoints::default();
         for ((topic, p), dir) in found {
-            let (log, hw) = starts
+            let (log, hw) = checkpoints
                 .open(&dir, &topic, p, config.log.clone())
                 .map_err(|source| OpenError::Log {
                     name: replica_folder(&topic, p),
