@@ -127,13 +127,6 @@ pub fn recover(dirs: &[PathBuf]) -> std::io::Result<Vec<(TopicPartition, PathBuf
             let entry = entry?;
             if entry.file_type()?.is_dir() {
                 let mut name = entry.file_name().to_string_lossy().into_owned();
-                // A deleted replica's folder (Kafka's name, which Ferry's deletes use too) goes
-                // as it is: renamed, it could meet another `.delete` of the same replica.
-                if ferry_name_of_kafka_folder(&name).is_some_and(|f| f.ends_with(DELETE_SUFFIX)) {
-                    tracing::info!(path = %entry.path().display(), "removing a deleted replica's folder");
-                    std::fs::remove_dir_all(entry.path())?;
-                    continue;
-                }
                 if let Some(ferry) = ferry_name_of_kafka_folder(&name).filter(|f| !d.join(f).exists()) {
                     tracing::info!(dir = %d.display(), from = %name, to = %ferry, "renaming a Kafka dir-move folder");
                     std::fs::rename(d.join(&name), d.join(&ferry))?;
@@ -236,29 +229,5 @@ mod tests {
         let (steps, resume) = recovery_plan(&found);
         assert!(resume.is_empty());
         assert_eq!(steps, vec![RecoveryStep::Remove(a.join("t-0.move"))]);
-    }
-
-    #[test]
-    fn deleted_replicas_folders_are_removed_at_start_beside_a_current_and_a_delete() {
-        let root = tempfile::tempdir().unwrap();
-        let d = root.path().to_path_buf();
-        for f in ["t-0", "t-0.delete"] {
-            std::fs::create_dir(d.join(f)).unwrap();
-        }
-        let deleted = [
-            crate::replica_delete::deleted_name("t-0"),
-            crate::replica_delete::deleted_name("t-0"),
-        ];
-        for f in &deleted {
-            std::fs::create_dir(d.join(f)).unwrap();
-            std::fs::write(d.join(f).join("00000000000000000000.log"), b"x").unwrap();
-        }
-        assert!(recover(std::slice::from_ref(&d)).unwrap().is_empty());
-        let left: Vec<String> = std::fs::read_dir(&d)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(left, ["t-0"]);
     }
 }

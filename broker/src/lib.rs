@@ -36,7 +36,6 @@ pub mod reconcile_plan;
 pub mod record_batch;
 pub mod registration;
 pub mod replica;
-pub mod replica_delete;
 pub mod replica_manager;
 pub mod retention;
 pub mod retention_config;

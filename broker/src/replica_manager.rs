@@ -118,8 +118,6 @@ pub struct BrokerCore {
     pub coordinator: crate::coordinator::Stats,
     /// The folder in which each replica's `partition.metadata` was last made right.
     topic_ids_recorded: Mutex<HashMap<TopicPartition, PathBuf>>,
-    /// Removes deleted replicas' folders off the reconcile path.
-    deleter: crate::replica_delete::Deleter,
 }
 
 /// Why the broker could not open its data.
@@ -186,7 +184,6 @@ impl BrokerCore {
             isr_candidates: Default::default(),
             coordinator: Default::default(),
             topic_ids_recorded: Mutex::new(HashMap::new()),
-            deleter: crate::replica_delete::Deleter::new(),
         })
     }
 
@@ -471,10 +468,11 @@ impl BrokerCore {
         self.moves.cancel(&r);
         r.state().role = Role::Follower { leader: -1, epoch: 0 };
         r.notify();
-        // The log's files stay open until the last holder of the replica lets go; on Linux
-        // that does not stop the folder's rename or removal.
-        self.deleter.delete(r.log().dir());
-        tracing::info!(replica = %r.name(), "deleted replica no longer assigned here");
+        let path = r.log().dir().to_path_buf();
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => tracing::info!(replica = %r.name(), "deleted replica no longer assigned here"),
+            Err(e) => tracing::error!(replica = %r.name(), error = %e, "cannot delete replica"),
+        }
     }
 
     /// Takes the dir of a failed file operation offline (I/O errors only; a corrupt batch is not
