@@ -20,6 +20,7 @@ pub mod fetch_session;
 pub mod fetcher;
 pub mod future_log;
 pub mod isr;
+pub mod isr_driver;
 pub mod kafka;
 pub mod lock_order;
 pub mod log_dir_move;

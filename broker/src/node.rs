@@ -12,15 +12,14 @@ use futures::StreamExt;
 use metastore::Client;
 use proto::errors::ErrorCode;
 use proto::ferry::broker_server::BrokerServer;
-use proto::ferry::{AlterPartitionRequest, BrokerRegistration};
+use proto::ferry::BrokerRegistration;
 use proto::keys::{self, TopicKey};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::replica::{Replica, Role};
+use crate::fetcher;
 use crate::replica_manager::{BrokerCore, DataConfig, OpenError};
 use crate::service::BrokerService;
-use crate::{fetcher, isr};
 
 /// How to run a broker.
 #[derive(Debug, Clone)]
@@ -183,7 +182,7 @@ impl Broker {
             )),
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
             tokio::spawn(crate::broker_configs::follow_config(self.core.clone(), client.clone())),
-            tokio::spawn(isr_loop(self.core.clone(), controller.clone())),
+            tokio::spawn(crate::isr_driver::isr_loop(self.core.clone(), controller.clone())),
             tokio::spawn(named_dir_loop(self.core.clone(), controller.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
             tokio::spawn(crate::dir_checkpoints::run(self.core.clone())),
@@ -421,152 +420,3 @@ async fn named_dir_loop(core: Arc<BrokerCore>, controller: Option<ControllerChan
 
 /// Named-dir reports a broker has in flight to the controller at once.
 const NAMED_DIR_REPORTS_IN_FLIGHT: usize = 32;
-
-/// Replicas the ISR scan checks between two yields to the runtime.
-const ISR_SCAN_YIELD_EVERY: usize = 256;
-
-/// Every 100 ms, the partitions this broker leads that may gain a follower ([`isr::Candidates`])
-/// check whether their ISR should change, and every [`isr::full_scan_every_ms`] all of them do
-/// (for followers that lag); a change is asked of the controller, and the answer (or the
-/// metadata watch) brings the new state.
-async fn isr_loop(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) {
-    let Some(controller) = controller else {
-        tracing::error!("no quorum address to send ISR changes to");
-        return;
-    };
-    let in_flight = Arc::new(tokio::sync::Semaphore::new(64));
-    let full_every = Duration::from_millis(isr::full_scan_every_ms(core.config.replica_lag_max_ms));
-    let mut next_full = tokio::time::Instant::now();
-    loop {
-        // A pause after each pass, not a fixed tick: a pass over 100,000 replicas takes longer
-        // than a tick, and passes back to back would occupy a worker for good.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let candidates = core.isr_candidates.take();
-        let replicas: Vec<Arc<Replica>> = if tokio::time::Instant::now() >= next_full {
-            next_full = tokio::time::Instant::now() + full_every;
-            core.replicas.read().values().cloned().collect()
-        } else if candidates.is_empty() {
-            continue;
-        } else {
-            let all = core.replicas.read();
-            candidates.iter().filter_map(|tp| all.get(tp).cloned()).collect()
-        };
-        // Which process each registered broker is, for replicas joining an ISR.
-        let registered: std::collections::HashMap<i32, u64> = core
-            .view
-            .read()
-            .brokers
-            .iter()
-            .map(|(id, b)| (*id, b.incarnation))
-            .collect();
-        for (i, r) in replicas.into_iter().enumerate() {
-            if i % ISR_SCAN_YIELD_EVERY == ISR_SCAN_YIELD_EVERY - 1 {
-                // Long passes give way, so Raft heartbeats on the same runtime are not starved.
-                tokio::task::yield_now().await;
-            }
-            let Some(req) = isr_request(&core, &r, &registered) else {
-                continue;
-            };
-            tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");
-            // Sent concurrently (a bounded number at a time), so that thousands of partitions
-            // catching up together are not served one round trip after another.
-            let Ok(permit) = in_flight.clone().acquire_owned().await else {
-                return;
-            };
-            let controller = controller.clone();
-            let core = core.clone();
-            tokio::spawn(async move {
-                let _permit = permit;
-                send_isr_change(&controller, &r, req).await;
-                // Whatever the answer, the next tick looks again (another follower may have
-                // caught up while this change was in flight).
-                core.isr_candidates.add((r.topic.clone(), r.partition));
-            });
-        }
-    }
-}
-
-/// The ISR change a replica this broker leads should ask for, if any; marks it in flight.
-fn isr_request(
-    core: &BrokerCore,
-    r: &Replica,
-    registered: &std::collections::HashMap<i32, u64>,
-) -> Option<AlterPartitionRequest> {
-    if !matches!(r.state().role, Role::Leader { .. }) {
-        return None;
-    }
-    let now = r.now_ms();
-    let leo = r.log().log_end_offset();
-    let mut st = r.state();
-    let Role::Leader { epoch } = st.role else {
-        return None;
-    };
-    for p in st.followers.values_mut() {
-        p.observe_leader_end(leo, now);
-    }
-    if st.isr_change_in_flight {
-        return None;
-    }
-    let new_isr = isr::next_isr(
-        core.id,
-        st.high_watermark,
-        &st.meta.isr,
-        &st.meta.replicas,
-        &st.followers,
-        registered,
-        isr::LagClock {
-            now_ms: now,
-            lag_max_ms: core.config.replica_lag_max_ms,
-        },
-    )?;
-    st.isr_change_in_flight = true;
-    st.pending_isr = Some(new_isr.clone());
-    let joining_incarnations = new_isr
-        .iter()
-        .filter(|b| !st.meta.isr.contains(b))
-        .filter_map(|b| st.followers.get(b).map(|p| (*b, p.incarnation)))
-        .collect();
-    Some(AlterPartitionRequest {
-        topic: r.topic.clone(),
-        partition: r.partition,
-        leader: core.id,
-        leader_epoch: epoch,
-        partition_epoch: st.meta.partition_epoch,
-        new_isr,
-        joining_incarnations,
-    })
-}
-
-/// Sends one ISR change to the controller and applies the state it answers with.
-async fn send_isr_change(controller: &ControllerChannels, r: &Replica, req: AlterPartitionRequest) {
-    let mut admin = controller.admin();
-    let resp = tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await;
-    let state = match resp {
-        Ok(Ok(resp)) => {
-            let resp = resp.into_inner();
-            if resp.error_code != 0 {
-                tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "ISR change refused");
-            }
-            resp.state
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "ISR change failed");
-            controller.failed();
-            None
-        }
-        Err(_) => {
-            controller.failed();
-            None
-        }
-    };
-    if let Some(state) = state {
-        r.apply_metadata(&state);
-    }
-    {
-        let mut st = r.state();
-        st.isr_change_in_flight = false;
-        st.pending_isr = None;
-    }
-    // A leaver no longer holds the watermark back.
-    r.update_high_watermark();
-}

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod client_quotas;
 pub mod configs;
 pub mod elect_leaders;
+pub mod isr_admin;
 pub mod leader_hint;
 pub mod limits;
 pub mod log_dirs;

@@ -63,7 +63,7 @@ fn brokers_range() -> pb::RangeRequest {
 }
 
 /// Applies read keys to `view`.
-fn apply_kvs<'a>(view: &mut ClusterView, kvs: impl IntoIterator<Item = &'a pb::KeyValue>) {
+pub fn apply_kvs<'a>(view: &mut ClusterView, kvs: impl IntoIterator<Item = &'a pb::KeyValue>) {
     for kv in kvs {
         view.apply(&kv.key, Some(kv.value.as_ref()), kv.mod_revision);
     }

@@ -88,7 +88,7 @@ pub fn need(path: &str) -> Option<Need> {
             "CreateTopics" => Create,
             "AlterConfigs" | "AlterClientQuotas" => AlterConfigs,
             // Replicas report to the controller, as Kafka's brokers do with CLUSTER_ACTION.
-            "AlterPartition" | "AssignReplicaDir" => ClusterAction,
+            "AlterPartition" | "AlterPartitions" | "AssignReplicaDir" => ClusterAction,
             // Reassignments, cancels, throttles, elections, plans, deletes and every method
             // added later: what changes the cluster needs ALTER.
             _ => Alter,
@@ -167,6 +167,10 @@ mod tests {
         assert_eq!(cluster("/ferry.v1.Admin/AlterConfigs"), Some(Operation::AlterConfigs));
         assert_eq!(
             cluster("/ferry.v1.Admin/AlterPartition"),
+            Some(Operation::ClusterAction)
+        );
+        assert_eq!(
+            cluster("/ferry.v1.Admin/AlterPartitions"),
             Some(Operation::ClusterAction)
         );
         assert_eq!(
