@@ -1,7 +1,9 @@
 //! Channels from a broker to the quorum nodes, for its requests to the controller.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use proto::ferry::admin_client::AdminClient;
 use proto::ferry::security_client::SecurityClient;
@@ -21,6 +23,9 @@ pub struct ControllerChannels {
     addrs: Arc<Vec<String>>,
     next: Arc<AtomicUsize>,
 }
+
+/// How long a broker's report to the controller may take before it counts as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The place in `addrs` (compared as written) of the leader an answer's hint names
 /// ([`proto::LEADER_HINT`]); `None` without a hint or for an address not in `addrs`.
@@ -76,6 +81,66 @@ impl ControllerChannels {
     /// The last call failed: the next goes to another node.
     pub fn failed(&self) {
         self.next.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends `items` in one call by `batch`, or each alone by `one` when the node asked has no
+    /// batch method (an older version, during a rolling upgrade). An answer per item, in order;
+    /// `None` where none came (a failed call: the next goes to another node; `what` names the
+    /// reports in the log).
+    pub async fn send_batch<Req, Resp, B, BFut, O, OFut>(
+        &self,
+        what: &str,
+        items: &[Req],
+        batch: B,
+        one: O,
+    ) -> Vec<Option<Resp>>
+    where
+        Req: Clone,
+        Resp: Clone,
+        B: FnOnce(AdminClient<Credentialed>, Vec<Req>) -> BFut,
+        BFut: Future<Output = Result<Vec<Resp>, tonic::Status>>,
+        O: Fn(AdminClient<Credentialed>, Req) -> OFut,
+        OFut: Future<Output = Result<Resp, tonic::Status>>,
+    {
+        match tokio::time::timeout(CALL_TIMEOUT, batch(self.admin(), items.to_vec())).await {
+            // A short answer leaves the rest to the next pass.
+            Ok(Ok(results)) => (0..items.len()).map(|i| results.get(i).cloned()).collect(),
+            Ok(Err(e)) if e.code() == tonic::Code::Unimplemented => {
+                let mut answers = Vec::with_capacity(items.len());
+                for req in items {
+                    answers.push(self.send_one(what, |a| one(a, req.clone())).await);
+                }
+                answers
+            }
+            failed => {
+                if let Ok(Err(e)) = failed {
+                    tracing::warn!(error = %e, "{what} failed");
+                }
+                self.failed();
+                vec![None; items.len()]
+            }
+        }
+    }
+
+    /// One call by `call`; `None` when it failed or timed out (the next goes to another node).
+    pub async fn send_one<Resp, Fut>(
+        &self,
+        what: &str,
+        call: impl FnOnce(AdminClient<Credentialed>) -> Fut,
+    ) -> Option<Resp>
+    where
+        Fut: Future<Output = Result<Resp, tonic::Status>>,
+    {
+        match tokio::time::timeout(CALL_TIMEOUT, call(self.admin())).await {
+            Ok(Ok(resp)) => Some(resp),
+            failed => {
+                if let Ok(Err(e)) = failed {
+                    tracing::warn!(error = %e, "{what} failed");
+                }
+                self.failed();
+                None
+            }
+        }
     }
 
     /// An answer named the leader: the next calls go to it, so that a large request is not

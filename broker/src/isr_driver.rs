@@ -1,7 +1,7 @@
 //! The ISR driver: every 100 ms the partitions this broker leads that may gain a follower
 //! ([`isr::Candidates`]) check whether their ISR should change, and every
 //! [`isr::full_scan_every_ms`] all of them do (for followers that lag). The changes of a pass go
-//! to the controller together, up to [`isr_admin::MAX_BATCH`] in one AlterPartitions request, as
+//! to the controller together, up to 1,024 (the controller's limit) in one AlterPartitions request, as
 //! Kafka's brokers batch AlterPartition: thousands of partitions catching up together (a large
 //! reassignment) cost the controller one read and one write per batch, not per partition. The
 //! answer (or the metadata watch) brings each partition's new state.
@@ -149,59 +149,22 @@ fn isr_request(core: &BrokerCore, r: &Replica, registered: &HashMap<i32, u64>) -
     })
 }
 
-/// Sends a batch of ISR changes to the controller and applies the states it answers with. A
-/// controller without AlterPartitions (an older version, during a rolling upgrade) is sent each
-/// change on its own.
+/// Sends a batch of ISR changes to the controller and applies the states it answers with.
 async fn send_isr_changes(controller: &ControllerChannels, batch: &[(Arc<Replica>, AlterPartitionRequest)]) {
-    let mut admin = controller.admin();
-    let items = batch.iter().map(|(_, req)| req.clone()).collect();
-    let resp = tokio::time::timeout(
-        Duration::from_secs(5),
-        admin.alter_partitions(AlterPartitionsRequest { items }),
-    )
-    .await;
-    let answers: Vec<Option<AlterPartitionResponse>> = match resp {
-        Ok(Ok(resp)) => {
-            let results = resp.into_inner().results;
-            // An answer per item, in order; a short answer leaves the rest to the next pass.
-            (0..batch.len()).map(|i| results.get(i).cloned()).collect()
-        }
-        Ok(Err(e)) if e.code() == tonic::Code::Unimplemented => {
-            let mut one_by_one = Vec::with_capacity(batch.len());
-            for (_, req) in batch {
-                one_by_one.push(send_one(controller, req.clone()).await);
-            }
-            one_by_one
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "ISR changes failed");
-            controller.failed();
-            vec![None; batch.len()]
-        }
-        Err(_) => {
-            controller.failed();
-            vec![None; batch.len()]
-        }
-    };
+    let items: Vec<AlterPartitionRequest> = batch.iter().map(|(_, req)| req.clone()).collect();
+    let answers = controller
+        .send_batch(
+            "ISR changes",
+            &items,
+            |mut admin, items| async move {
+                let resp = admin.alter_partitions(AlterPartitionsRequest { items }).await?;
+                Ok(resp.into_inner().results)
+            },
+            |mut admin, req| async move { Ok(admin.alter_partition(req).await?.into_inner()) },
+        )
+        .await;
     for ((r, _), answer) in batch.iter().zip(answers) {
         apply_answer(r, answer);
-    }
-}
-
-/// One ISR change by AlterPartition; `None` when it failed.
-async fn send_one(controller: &ControllerChannels, req: AlterPartitionRequest) -> Option<AlterPartitionResponse> {
-    let mut admin = controller.admin();
-    match tokio::time::timeout(Duration::from_secs(5), admin.alter_partition(req)).await {
-        Ok(Ok(resp)) => Some(resp.into_inner()),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "ISR change failed");
-            controller.failed();
-            None
-        }
-        Err(_) => {
-            controller.failed();
-            None
-        }
     }
 }
 

@@ -1,12 +1,20 @@
 //! The log dir a reassignment names for a replica (`log_dirs` in the reassignment file, stored
 //! with the target in the partition's state): the broker moves its replica there, and reports
-//! when it is there, since the reassignment completes only then. A pure decision and a small
-//! step that carries it out.
+//! when it is there, since the reassignment completes only then. A pure decision, a small step
+//! that carries it out, and the driver that runs it twice a second and sends the reports in
+//! batches (a bulk move's replicas reach their dirs together).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-use proto::ferry::{AssignReplicaDirRequest, PartitionState};
+use futures::StreamExt;
+use proto::errors::ErrorCode;
+use proto::ferry::{AssignReplicaDirRequest, AssignReplicaDirsRequest, PartitionState};
+
+use crate::controller_channels::ControllerChannels;
+use crate::log_dirs::TopicPartition;
 
 use crate::dir_choice::pending_dir;
 use crate::log_dir_move;
@@ -97,6 +105,86 @@ pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDir
             log_dir: dir.to_string_lossy().into_owned(),
         }),
     }
+}
+
+/// Most reports in one request (the controller's limit).
+const BATCH: usize = 1024;
+
+/// Report batches in flight to the controller at once.
+const BATCHES_IN_FLIGHT: usize = 4;
+
+/// Twice a second, replicas whose reassignment names a log dir are moved there, and those that
+/// are there are reported to the controller, in AssignReplicaDirs batches. A refused or failed
+/// report waits a second.
+pub async fn run(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) {
+    let Some(controller) = controller else {
+        return;
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut retry_after: HashMap<TopicPartition, tokio::time::Instant> = HashMap::new();
+    loop {
+        tick.tick().await;
+        let core2 = core.clone();
+        // Starting a move opens files: off the async workers.
+        let reports = tokio::task::spawn_blocking(move || {
+            let replicas: Vec<_> = core2.replicas.read().values().cloned().collect();
+            replicas
+                .iter()
+                .filter_map(|r| step(&core2, r).map(|req| (r.clone(), req)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let now = tokio::time::Instant::now();
+        retry_after.retain(|_, t| *t > now);
+        let due: Vec<_> = reports
+            .into_iter()
+            .filter(|(r, _)| !retry_after.contains_key(&(r.topic.clone(), r.partition)))
+            .collect();
+        let batches: Vec<Vec<_>> = due.chunks(BATCH).map(<[_]>::to_vec).collect();
+        let answered: Vec<_> = futures::stream::iter(batches)
+            .map(|batch| send(controller.clone(), batch))
+            .buffer_unordered(BATCHES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (r, answer) in answered.into_iter().flatten() {
+            let refused = match answer {
+                Some(resp) if resp.error_code != 0 => {
+                    tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "log dir report refused");
+                    true
+                }
+                // The answer's state is left to the metadata watch: a report that completes the
+                // move may change the leader, and the watch is what restarts fetchers. Until it
+                // arrives, a repeated report is answered with no change.
+                Some(_) => false,
+                None => true,
+            };
+            if refused {
+                retry_after.insert((r.topic.clone(), r.partition), now + Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+/// Sends one batch of reports; each replica with its answer (`None`: the call failed).
+async fn send(
+    controller: ControllerChannels,
+    batch: Vec<(Arc<Replica>, AssignReplicaDirRequest)>,
+) -> Vec<(Arc<Replica>, Option<proto::ferry::AssignReplicaDirResponse>)> {
+    let items: Vec<_> = batch.iter().map(|(_, req)| req.clone()).collect();
+    let answers = controller
+        .send_batch(
+            "log dir reports",
+            &items,
+            |mut admin, items| async move {
+                let resp = admin.assign_replica_dirs(AssignReplicaDirsRequest { items }).await?;
+                Ok(resp.into_inner().results)
+            },
+            |mut admin, req| async move { Ok(admin.assign_replica_dir(req).await?.into_inner()) },
+        )
+        .await;
+    batch.into_iter().map(|(r, _)| r).zip(answers).collect()
 }
 
 #[cfg(test)]

@@ -8,9 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::controller_channels::ControllerChannels;
-use futures::StreamExt;
 use metastore::Client;
-use proto::errors::ErrorCode;
 use proto::ferry::broker_server::BrokerServer;
 use proto::ferry::BrokerRegistration;
 use proto::keys::{self, TopicKey};
@@ -183,7 +181,7 @@ impl Broker {
             tokio::spawn(follow_metadata(self.core.clone(), client.clone())),
             tokio::spawn(crate::broker_configs::follow_config(self.core.clone(), client.clone())),
             tokio::spawn(crate::isr_driver::isr_loop(self.core.clone(), controller.clone())),
-            tokio::spawn(named_dir_loop(self.core.clone(), controller.clone())),
+            tokio::spawn(crate::named_dir::run(self.core.clone(), controller.clone())),
             tokio::spawn(watch_dirs(self.core.clone())),
             tokio::spawn(crate::dir_checkpoints::run(self.core.clone())),
             tokio::spawn(crate::retention::run(self.core.clone())),
@@ -349,74 +347,3 @@ async fn follow_metadata(core: Arc<BrokerCore>, client: Client) {
         }
     }
 }
-
-/// Twice a second, replicas whose reassignment names a log dir are moved there, and those that
-/// are there are reported to the controller (see `named_dir`). A refused report waits a second.
-async fn named_dir_loop(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) {
-    let Some(controller) = controller else {
-        return;
-    };
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut retry_after: std::collections::HashMap<crate::log_dirs::TopicPartition, tokio::time::Instant> =
-        Default::default();
-    loop {
-        tick.tick().await;
-        let core2 = core.clone();
-        // Starting a move opens files: off the async workers.
-        let reports = tokio::task::spawn_blocking(move || {
-            let replicas: Vec<_> = core2.replicas.read().values().cloned().collect();
-            replicas
-                .iter()
-                .filter_map(|r| crate::named_dir::step(&core2, r).map(|req| (r.clone(), req)))
-                .collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
-        let now = tokio::time::Instant::now();
-        retry_after.retain(|_, t| *t > now);
-        let due = reports
-            .into_iter()
-            .filter(|(r, _)| !retry_after.contains_key(&(r.topic.clone(), r.partition)));
-        // Several reports in flight: each is a read and a write on the controller, and a bulk
-        // move reports thousands at once.
-        let answers: Vec<_> = futures::stream::iter(due)
-            .map(|(r, req)| {
-                let mut admin = controller.admin();
-                async move {
-                    let resp = tokio::time::timeout(Duration::from_secs(5), admin.assign_replica_dir(req)).await;
-                    (r, resp)
-                }
-            })
-            .buffer_unordered(NAMED_DIR_REPORTS_IN_FLIGHT)
-            .collect()
-            .await;
-        for (r, resp) in answers {
-            let tp = (r.topic.clone(), r.partition);
-            match resp {
-                Ok(Ok(resp)) => {
-                    let resp = resp.into_inner();
-                    if resp.error_code != 0 {
-                        tracing::info!(replica = %r.name(), code = %ErrorCode(resp.error_code), message = resp.error_message, "log dir report refused");
-                        retry_after.insert(tp, now + Duration::from_secs(1));
-                    }
-                    // The answer's state is left to the metadata watch: a report that completes
-                    // the move may change the leader, and the watch is what restarts fetchers.
-                    // Until it arrives, a repeated report is answered with no change.
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(replica = %r.name(), error = %e, "log dir report failed");
-                    controller.failed();
-                    retry_after.insert(tp, now + Duration::from_secs(1));
-                }
-                Err(_) => {
-                    controller.failed();
-                    retry_after.insert(tp, now + Duration::from_secs(1));
-                }
-            }
-        }
-    }
-}
-
-/// Named-dir reports a broker has in flight to the controller at once.
-const NAMED_DIR_REPORTS_IN_FLIGHT: usize = 32;

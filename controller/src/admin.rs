@@ -95,6 +95,13 @@ impl AdminService {
                 .max_encoding_message_size(1 << 30),
         )
     }
+
+    /// Checks a batch request's item count (a refusal answers every item).
+    fn batch_size(&self, n: usize, what: &str) -> Result<(), proto::errors::Refusal> {
+        self.limits
+            .items("items", n)
+            .and_then(|()| crate::batch::within_batch(n, what))
+    }
 }
 
 fn status(e: metastore::ClientError) -> Status {
@@ -230,11 +237,7 @@ impl Admin for AdminService {
     ) -> Result<Response<AlterPartitionsResponse>, Status> {
         let items = req.into_inner().items;
         // Too many items: each is answered with the refusal, and nothing is read or written.
-        let within = self
-            .limits
-            .items("items", items.len())
-            .and_then(|()| isr_admin::within_batch(items.len()));
-        if let Err(e) = within {
+        if let Err(e) = self.batch_size(items.len(), "ISR changes") {
             let results = items
                 .iter()
                 .map(|_| AlterPartitionResponse {
@@ -247,6 +250,28 @@ impl Admin for AdminService {
         }
         let results = isr_admin::alter_partitions(&self.client, items).await.map_err(status)?;
         Ok(Response::new(AlterPartitionsResponse { results }))
+    }
+
+    async fn assign_replica_dirs(
+        &self,
+        req: Request<AssignReplicaDirsRequest>,
+    ) -> Result<Response<AssignReplicaDirsResponse>, Status> {
+        let items = req.into_inner().items;
+        if let Err(e) = self.batch_size(items.len(), "dir reports") {
+            let results = items
+                .iter()
+                .map(|_| AssignReplicaDirResponse {
+                    error_code: e.code.0,
+                    error_message: e.message.clone(),
+                    state: None,
+                })
+                .collect();
+            return Ok(Response::new(AssignReplicaDirsResponse { results }));
+        }
+        let results = reassign_dir::assign_replica_dirs(&self.client, items)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(AssignReplicaDirsResponse { results }))
     }
 
     async fn describe_log_dirs(

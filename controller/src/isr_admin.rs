@@ -1,35 +1,20 @@
 //! AlterPartition: a leader's ISR change, decided by the partition change builder and written in
 //! a transaction guarded by the revision read, completing a reassignment when it puts the last
 //! target replica in sync. [`alter_partitions`] takes many at once, as Kafka's AlterPartition
-//! request does: one read and one transaction for all of them, so that a broker catching up on
-//! thousands of partitions does not cost the controller a round of reads and a write for each.
+//! request does, through [`crate::batch`].
 
-use futures::future::{join_all, try_join_all};
 use metastore::Client;
 use proto::cluster_view::ClusterView;
 use proto::errors::{ErrorCode, Refusal};
 use proto::ferry::{AlterPartitionRequest, AlterPartitionResponse, PartitionState};
 use proto::keys;
 
+use crate::batch::{self, BatchWrite, Decided};
 use crate::partition_change::IsrChange;
 use crate::partition_change_builder::{joins_adding, Built, Joiners, PartitionChangeBuilder};
 use crate::reassign_admin;
-use crate::store::{apply_kvs, at_revision, load_brokers_view, load_partition_view};
+use crate::store::{at_revision, load_partition_view};
 use crate::write_runner::{Plan, Runner};
-
-/// Most ISR changes one AlterPartitions request may carry.
-pub const MAX_BATCH: usize = 1024;
-
-/// Refuses a batch of more than [`MAX_BATCH`] changes.
-pub fn within_batch(n: usize) -> Result<(), Refusal> {
-    if n > MAX_BATCH {
-        return Err(Refusal::new(
-            ErrorCode::INVALID_REQUEST,
-            format!("items: {n} ISR changes in one request; at most {MAX_BATCH}"),
-        ));
-    }
-    Ok(())
-}
 
 /// An ISR change as decided: its writes (answering the partition's next state), the state it was
 /// decided on, whether it lets an adding replica join the ISR, and whether it completes a move.
@@ -153,67 +138,47 @@ pub async fn alter_partition(
     }
 }
 
-/// AlterPartitions: every change decided on one read; the writes go in one transaction. If a
-/// guard of it failed (a partition changed since the read), nothing was written and each change
-/// is served again on its own, as [`alter_partition`] serves it. Answers are in request order.
+/// AlterPartitions: the changes decided on one read and written in one transaction
+/// ([`batch::serve`]); what the batch cannot settle is served by [`alter_partition`]. Answers
+/// are in request order.
 pub async fn alter_partitions(
     client: &Client,
     reqs: Vec<AlterPartitionRequest>,
 ) -> Result<Vec<AlterPartitionResponse>, metastore::ClientError> {
-    let mut view = load_brokers_view(client).await?;
-    let keys: Vec<String> = reqs.iter().map(|r| keys::partition(&r.topic, r.partition)).collect();
-    let read = try_join_all(keys.iter().map(|k| client.get(k))).await?;
-    apply_kvs(&mut view, &read.into_iter().flatten().collect::<Vec<_>>());
-    let mut answers: Vec<Option<AlterPartitionResponse>> = vec![None; reqs.len()];
-    let mut writes = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (i, req) in reqs.iter().enumerate() {
-        // A partition named twice: its later changes are decided after the batch, on their own.
-        if !seen.insert(&keys[i]) {
-            continue;
-        }
-        match isr_writes(req, &view, false) {
-            IsrDecision::Answer(answer) => answers[i] = Some(named(req, answer)),
-            IsrDecision::Write(w) => writes.push((i, w)),
-        }
-    }
-    let joins = writes.iter().any(|(_, w)| w.joins_adding);
-    // Under a cancel-all each change is decided with its rule, on its own.
-    let cancel_all = joins && client.get(keys::REASSIGN_CANCEL).await?.is_some();
-    let batched = !writes.is_empty() && !cancel_all;
-    let written = batched && {
-        let (mut guards, mut ops) = (Vec::new(), Vec::new());
-        for (_, w) in &writes {
-            guards.extend(w.plan.guards.iter().cloned());
-            ops.extend(w.plan.ops.iter().cloned());
-        }
-        crate::store::write(client, guards, ops).await?
-    };
-    if written {
-        for (i, w) in writes {
-            let req = &reqs[i];
-            if w.completes {
-                tracing::info!(topic = req.topic, partition = req.partition, replicas = ?w.plan.answer.replicas, "reassignment completed");
-            }
-            answers[i] = Some(AlterPartitionResponse {
-                error_code: 0,
-                error_message: String::new(),
-                state: Some(w.plan.answer),
+    let decide = |req: &AlterPartitionRequest, view: &ClusterView| match isr_writes(req, view, false) {
+        IsrDecision::Answer(answer) => Decided::Answer(named(req, answer)),
+        IsrDecision::Write(w) => {
+            let completes = w.completes.then(|| {
+                (
+                    format!("{}-{}", req.topic, req.partition),
+                    w.plan.answer.replicas.clone(),
+                )
             });
+            let Plan { guards, ops, answer } = w.plan;
+            Decided::Write(BatchWrite {
+                plan: Plan::write(
+                    guards,
+                    ops,
+                    AlterPartitionResponse {
+                        error_code: 0,
+                        error_message: String::new(),
+                        state: Some(answer),
+                    },
+                ),
+                // Under a cancel-all each change is decided with its rule, on its own.
+                cancel_sensitive: w.joins_adding,
+                completes,
+            })
         }
-    } else {
-        let retried = join_all(writes.iter().map(|(i, _)| alter_partition(client, reqs[*i].clone()))).await;
-        for ((i, _), answer) in writes.iter().zip(retried) {
-            answers[*i] = Some(answer?);
-        }
-    }
-    // The rest (changes of a partition named twice) are served on their own, in order.
-    for (i, answer) in answers.iter_mut().enumerate() {
-        if answer.is_none() {
-            *answer = Some(alter_partition(client, reqs[i].clone()).await?);
-        }
-    }
-    Ok(answers.into_iter().flatten().collect())
+    };
+    batch::serve(
+        client,
+        &reqs,
+        |r| (r.topic.as_str(), r.partition),
+        decide,
+        |r| alter_partition(client, r),
+    )
+    .await
 }
 
 /// A refusal that names the partition when the builder's message does not.

@@ -4,6 +4,7 @@
 pub mod acl_admin;
 pub mod active;
 pub mod admin;
+pub mod batch;
 pub mod client_quotas;
 pub mod configs;
 pub mod elect_leaders;

@@ -1,6 +1,7 @@
 //! A broker's report that its replica reached the log dir a reassignment named
 //! (AssignReplicaDir): the partition leaves `dir_pending`, which may complete the move in the
-//! same transaction.
+//! same transaction. [`assign_replica_dirs`] takes many at once ([`crate::batch`]): a bulk move
+//! reports thousands of replicas together.
 
 use proto::cluster_view::ClusterView;
 use proto::errors::{ErrorCode, Refusal};
@@ -9,6 +10,7 @@ use proto::keys;
 
 use metastore::Client;
 
+use crate::batch::{self, BatchWrite, Decided};
 use crate::reassign_admin::{change, merge};
 use crate::reassignment;
 use crate::store::at_revision;
@@ -114,4 +116,35 @@ pub async fn assign_replica_dir(
         );
     }
     Ok(answer.response)
+}
+
+/// AssignReplicaDirs: the reports decided on one read and written in one transaction
+/// ([`batch::serve`]); what the batch cannot settle (a cancel-all in force, a partition that
+/// changed, a partition named twice) is served by [`assign_replica_dir`]. Answers are in
+/// request order.
+pub async fn assign_replica_dirs(
+    client: &Client,
+    reqs: Vec<AssignReplicaDirRequest>,
+) -> Result<Vec<AssignReplicaDirResponse>, metastore::ClientError> {
+    let decide = |req: &AssignReplicaDirRequest, view: &ClusterView| {
+        let plan = dir_writes(req, view, false);
+        let Some(completes) = plan.answer.completes else {
+            return Decided::Answer(plan.answer.response);
+        };
+        let replicas = plan.answer.response.state.as_ref().map(|s| s.replicas.clone());
+        Decided::Write(BatchWrite {
+            plan: Plan::write(plan.guards, plan.ops, plan.answer.response),
+            // The write guards the cancel-all marker's absence.
+            cancel_sensitive: true,
+            completes: completes.then(|| (format!("{}-{}", req.topic, req.partition), replicas.unwrap_or_default())),
+        })
+    };
+    batch::serve(
+        client,
+        &reqs,
+        |r| (r.topic.as_str(), r.partition),
+        decide,
+        |r| assign_replica_dir(client, r),
+    )
+    .await
 }

@@ -88,7 +88,7 @@ pub fn need(path: &str) -> Option<Need> {
             "CreateTopics" => Create,
             "AlterConfigs" | "AlterClientQuotas" => AlterConfigs,
             // Replicas report to the controller, as Kafka's brokers do with CLUSTER_ACTION.
-            "AlterPartition" | "AlterPartitions" | "AssignReplicaDir" => ClusterAction,
+            "AlterPartition" | "AlterPartitions" | "AssignReplicaDir" | "AssignReplicaDirs" => ClusterAction,
             // Reassignments, cancels, throttles, elections, plans, deletes and every method
             // added later: what changes the cluster needs ALTER.
             _ => Alter,
@@ -171,6 +171,10 @@ mod tests {
         );
         assert_eq!(
             cluster("/ferry.v1.Admin/AlterPartitions"),
+            Some(Operation::ClusterAction)
+        );
+        assert_eq!(
+            cluster("/ferry.v1.Admin/AssignReplicaDirs"),
             Some(Operation::ClusterAction)
         );
         assert_eq!(

@@ -1,13 +1,14 @@
-//! AlterPartitions: a broker's ISR changes of many partitions in one request. Each is decided as
-//! AlterPartition decides it alone, the accepted ones are written in one transaction, and a
-//! refused one (stale, unknown, named twice) changes nothing of its own.
+//! A broker's reports of many partitions in one request: AlterPartitions (ISR changes) and
+//! AssignReplicaDirs (replicas in their named dirs). Each is decided as the request of one
+//! decides it, the accepted ones are written in one transaction, and a refused one (stale,
+//! unknown, named twice, under a cancel-all) changes nothing of its own.
 
 use std::collections::HashMap;
 
 use metastore::Client;
 use prost::Message;
 use proto::errors::ErrorCode;
-use proto::ferry::{AlterPartitionRequest, BrokerRegistration, PartitionState};
+use proto::ferry::{AlterPartitionRequest, AssignReplicaDirRequest, BrokerRegistration, PartitionState};
 use proto::keys;
 
 const INCARNATION: u64 = 7;
@@ -93,13 +94,84 @@ async fn a_batch_is_decided_per_partition_and_written_in_one_transaction() {
 
 #[test]
 fn a_batch_over_the_limit_is_refused() {
-    let n = controller::isr_admin::MAX_BATCH + 1;
-    let e = controller::isr_admin::within_batch(n).unwrap_err();
+    let n = controller::batch::MAX_BATCH + 1;
+    let e = controller::batch::within_batch(n, "ISR changes").unwrap_err();
     assert_eq!(e.code, ErrorCode::INVALID_REQUEST);
     assert!(
         e.message.contains("items") && e.message.contains(&n.to_string()),
         "{}",
         e.message
     );
-    assert!(controller::isr_admin::within_batch(n - 1).is_ok());
+    assert!(controller::batch::within_batch(n - 1, "ISR changes").is_ok());
+}
+
+fn dir_report(p: u32, dir: &str) -> AssignReplicaDirRequest {
+    AssignReplicaDirRequest {
+        topic: "t".into(),
+        partition: p,
+        broker: 2,
+        log_dir: dir.into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dir_reports_are_decided_per_partition_written_together_and_held_under_a_cancel_all() {
+    let cluster = tests::Cluster::start(1).await;
+    cluster.wait_leader().await;
+    let client = cluster.trusted_client().await;
+    seed(&client).await;
+    // Broker 2's replica of each partition has /data/b named for it.
+    for p in 0..3 {
+        let (mut st, _) = stored(&client, p).await;
+        st.log_dirs = vec![String::new(), "/data/b".into(), String::new()];
+        st.dir_pending = vec![2];
+        client.put(&keys::partition("t", p), st.encode_to_vec()).await.unwrap();
+    }
+    let (_, t2_before) = stored(&client, 2).await;
+    let batch = vec![
+        dir_report(0, "/data/b"),
+        dir_report(1, "/data/b/"),
+        // Another dir than the one named: no change, answered with the state.
+        dir_report(2, "/data/c"),
+        dir_report(9, "/data/b"),
+    ];
+    let results = controller::reassign_dir::assign_replica_dirs(&client, batch)
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 4, "{results:?}");
+    let codes: Vec<ErrorCode> = results.iter().map(|r| ErrorCode(r.error_code)).collect();
+    assert_eq!(&codes[..3], &[ErrorCode::NONE; 3], "{results:?}");
+    assert_eq!(codes[3], ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, "{:?}", results[3]);
+    assert!(results[3].error_message.contains("t-9"), "{:?}", results[3]);
+    let ((t0, r0), (t1, r1), (t2, r2)) = (
+        stored(&client, 0).await,
+        stored(&client, 1).await,
+        stored(&client, 2).await,
+    );
+    assert!(t0.dir_pending.is_empty() && t1.dir_pending.is_empty(), "{t0:?} {t1:?}");
+    assert_eq!(r0, r1, "the accepted reports are one transaction");
+    assert_eq!(
+        (t2.dir_pending, r2),
+        (vec![2], t2_before),
+        "a report of another dir wrote nothing"
+    );
+    assert_eq!(results[2].state.as_ref().map(|s| s.dir_pending.clone()), Some(vec![2]));
+
+    // Under a cancel-all a report that would write is refused, and nothing is written.
+    client.put(keys::REASSIGN_CANCEL, b"1".to_vec()).await.unwrap();
+    let results = controller::reassign_dir::assign_replica_dirs(&client, vec![dir_report(2, "/data/b")])
+        .await
+        .unwrap();
+    assert_eq!(
+        ErrorCode(results[0].error_code),
+        ErrorCode::REASSIGNMENT_CANCEL_IN_PROGRESS,
+        "{:?}",
+        results[0]
+    );
+    let (t2, r2) = stored(&client, 2).await;
+    assert_eq!(
+        (t2.dir_pending, r2),
+        (vec![2], t2_before),
+        "nothing written under a cancel-all"
+    );
 }
