@@ -61,6 +61,30 @@ fn too_few_brokers<T>(view: &ClusterView, rf: usize, available: usize, topic: &s
     )
 }
 
+/// Refuses an explicit assignment that gives a new replica to a broker whose every log dir is
+/// cordoned (KIP-1066: no new replica lands on a cordoned dir, placed or named; Kafka fixed its
+/// own manual-assignment path in KAFKA-20832). `first` is the first new partition's number.
+fn refuse_cordoned(view: &ClusterView, topic: &str, first: i32, lists: &[Vec<i32>]) -> Result<(), Refusal> {
+    for (i, replicas) in lists.iter().enumerate() {
+        let closed = replicas.iter().find(|b| {
+            view.brokers
+                .get(b)
+                .is_some_and(|r| !proto::cordon::takes_new_replicas(&r.log_dirs, &r.cordoned_log_dirs))
+        });
+        if let Some(b) = closed {
+            return refuse(
+                ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+                format!(
+                    "partition {topic}-{}: broker {b} has every log dir cordoned ({}) and takes no new replica",
+                    first as usize + i,
+                    topic_config::CORDONED_LOG_DIRS
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A stable starting broker per topic, so that topics do not all lead on the same broker.
 fn start_for(topic: &str) -> u32 {
     topic
@@ -102,6 +126,7 @@ fn plan_topic(t: &NewTopic, view: &ClusterView) -> Result<Vec<Vec<i32>>, Refusal
         let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
         let known: BTreeSet<i32> = view.live_brokers();
         placement::validate_assignment(&lists, &known, None)?;
+        refuse_cordoned(view, &t.topic, 0, &lists)?;
         return Ok(lists);
     }
     if t.partitions <= 0 {
@@ -308,6 +333,7 @@ fn plan_partitions(
         let lists: Vec<Vec<i32>> = t.assignment.iter().map(|r| r.brokers.clone()).collect();
         placement::validate_assignment(&lists, &view.live_brokers(), Some(rf))
             .map_err(|e| e.context("new assignment"))?;
+        refuse_cordoned(view, name, current, &lists)?;
         lists
     };
     let mut record = topic.record.clone().unwrap_or_default();
@@ -502,6 +528,27 @@ mod tests {
             e.message.contains("available brokers: 2") && e.message.contains("t-0") && e.message.contains("[3]"),
             "{}",
             e.message
+        );
+    }
+
+    #[test]
+    fn an_explicit_assignment_to_a_fully_cordoned_broker_is_refused_naming_it() {
+        let v = view(&[(3, &["d1", "d2"]), (2, &["d1"])]);
+        let explicit = |lists: &[&[i32]]| NewTopic {
+            topic: "t".into(),
+            assignment: lists.iter().map(|b| Replicas { brokers: b.to_vec() }).collect(),
+            ..Default::default()
+        };
+        let e = plan_topic(&explicit(&[&[1, 2], &[2, 3]]), &v).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_REPLICA_ASSIGNMENT);
+        assert!(
+            e.message.contains("t-1") && e.message.contains("broker 3"),
+            "{}",
+            e.message
+        );
+        assert!(
+            plan_topic(&explicit(&[&[1, 2], &[2, 1]]), &v).is_ok(),
+            "one open dir is enough"
         );
     }
 }

@@ -194,6 +194,23 @@ async fn kafka_configs_set_levels_and_cordons_keep_new_replicas_off() {
         ],
     );
     assert!(ok, "{out}");
+    // An explicit assignment naming broker 3 is refused, naming the partition and the broker.
+    let (ok, out) = tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            b,
+            "--create",
+            "--topic",
+            "manual",
+            "--replica-assignment",
+            "1:2,2:3",
+        ],
+    );
+    assert!(
+        !ok && out.contains("manual-1: broker 3 has every log dir cordoned"),
+        "{out}"
+    );
     let states = partition_states(&c, "spread").await.unwrap();
     assert_eq!(states.len(), 30);
     assert!(states.iter().all(|(_, s)| !s.replicas.contains(&3)), "{states:?}");
