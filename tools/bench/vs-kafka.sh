@@ -52,6 +52,14 @@
 #     and tools/bench/CompactBench.java, the same log written the same way; the dirty bytes over
 #     the clean's time, median of COMPACT_ROUNDS (5) rounds (Kafka's first rounds run before its
 #     JIT has compiled the cleaner);
+#   - drain (DRAIN_MB, 512; 0 leaves it out), first on each fresh cluster: DRAIN_PARTITIONS (100)
+#     partitions of replication factor 2, each with a replica on broker 3, filled with DRAIN_MB
+#     MiB; a steady producer (tools/bench/steady-produce.py: DRAIN_RATE, 200, records of 1 KiB a
+#     second, acks=all, to a topic on brokers 1 and 2, which receive the drained replicas) runs
+#     DRAIN_IDLE_S (15) s idle, then through the drain; its p99 idle and during the drain, and
+#     the drain's time. `bulk`: every move at once with `kafka-reassign-partitions --execute`,
+#     unthrottled, on both systems. Ferry only, after the moves are put back: `ferry plan drain
+#     --broker 3` with DRAIN_CAP (4) moves into and out of each broker, then `undrain`;
 #   - memory: the summed RSS of the system's processes after the largest submit;
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
@@ -72,7 +80,8 @@
 # system up first, unmeasured.
 # Settings (environment): RECORDS, RECORD_BYTES, SIZES, API_SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
 # GROUP_ROWS ("consume stable commits failover"), GROUP_PROTOCOLS ("classic consumer"),
-# STABLE_MEMBERS, COMMIT_MEMBERS, COMMIT_SECONDS, COMPACT_MB, COMPACT_ROUNDS,
+# STABLE_MEMBERS, COMMIT_MEMBERS, COMMIT_SECONDS, COMPACT_MB, COMPACT_ROUNDS, DRAIN_MB,
+# DRAIN_PARTITIONS, DRAIN_RATE, DRAIN_IDLE_S, DRAIN_CAP,
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION, KEEP_WORK=1 (keep
 # the scratch dir and the nodes' logs),
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
@@ -94,6 +103,11 @@ COMMIT_MEMBERS=${COMMIT_MEMBERS:-16}
 COMMIT_SECONDS=${COMMIT_SECONDS:-10}
 COMPACT_MB=${COMPACT_MB:-150}
 COMPACT_ROUNDS=${COMPACT_ROUNDS:-5}
+DRAIN_MB=${DRAIN_MB:-512}
+DRAIN_PARTITIONS=${DRAIN_PARTITIONS:-100}
+DRAIN_RATE=${DRAIN_RATE:-200}
+DRAIN_IDLE_S=${DRAIN_IDLE_S:-15}
+DRAIN_CAP=${DRAIN_CAP:-4}
 
 cargo build --release -q -p tools --bin ferry
 if [ "$COMPACT_MB" -gt 0 ] && ! cargo build --release -q -p tools --bin ferry-compact-bench; then
@@ -543,6 +557,100 @@ cancel_api() { # system bootstrap plan
   rm -f "$work/sent-at"
 }
 
+# The drain rows' reassignment files: every partition of `dr` from broker 3 to the broker it does
+# not hold (away), and back.
+drain_plans() {
+  local p o away="" back=""
+  for p in $(seq 0 $((DRAIN_PARTITIONS - 1))); do
+    o=$((1 + p % 2))
+    away+="{\"topic\":\"dr\",\"partition\":$p,\"replicas\":[$((3 - o)),$o]},"
+    back+="{\"topic\":\"dr\",\"partition\":$p,\"replicas\":[3,$o]},"
+  done
+  echo "{\"version\":1,\"partitions\":[${away%,}]}" >"$work/drain-away.json"
+  echo "{\"version\":1,\"partitions\":[${back%,}]}" >"$work/drain-back.json"
+}
+
+# One drain under the steady producer: DRAIN_IDLE_S s idle, then `start` (a function) starts the
+# drain and `wait_end` waits for its end; records the drain's seconds and the producer's p99s.
+drain_once() { # system bootstrap tag start wait_end
+  local sys=$1 bs=$2 tag=$3 d=$work/steady-$3 producer started
+  rm -rf "$d" && mkdir -p "$d"
+  python3 tools/bench/steady-produce.py "$bs" steady "$DRAIN_RATE" 1024 "$d" >"$d/out" 2>"$d/err" &
+  producer=$!
+  sleep "$DRAIN_IDLE_S"
+  touch "$d/drain"
+  started=$(now)
+  if "$4" "$bs" && "$5" "$bs" "$started"; then
+    record "$sys" "drain_${tag}_s" "$(since "$started")"
+  else
+    echo "$sys: the $tag drain did not end" >&2
+    record "$sys" "drain_${tag}_s" null
+  fi
+  touch "$d/stop"
+  wait "$producer" || echo "$sys: the steady producer failed: $(tail -n 3 "$d/err")" >&2
+  python3 - "$d/out" "$sys" "$tag" "$results" <<'PY'
+import json, sys
+out, sys_, tag, results = sys.argv[1:]
+try:
+    r = json.loads(open(out).read().strip().splitlines()[-1])
+except (IndexError, ValueError):
+    r = {"idle": {}, "drain": {}, "errors": None}
+idle, drain = r["idle"].get("p99_ms"), r["drain"].get("p99_ms")
+rows = {
+    f"drain_{tag}_idle_p99_ms": idle,
+    f"drain_{tag}_p99_ms": drain,
+    f"drain_{tag}_p99_over_idle": round(drain / idle, 2) if idle and drain else None,
+    f"drain_{tag}_produce_errors": r["errors"],
+}
+with open(results, "a") as f:
+    for metric, value in rows.items():
+        line = json.dumps({"system": sys_, "metric": metric, "value": value})
+        print(line)
+        f.write(line + "\n")
+PY
+}
+
+drain_bulk_start() { # bootstrap
+  poller_start "$1"
+  tool kafka-reassign-partitions --bootstrap-server "$1" --reassignment-json-file "$work/drain-away.json" \
+    --execute >"$work/drain.out" 2>&1 || { poller_stop; cat "$work/drain.out" >&2; return 1; }
+}
+drain_bulk_wait() { poller_wait "$2"; }
+drain_plan_start() { # bootstrap
+  "$bin/ferry" plan drain --bootstrap-server "$endpoints" --broker 3 --max-moves-into-broker "$DRAIN_CAP" \
+    --max-moves-out-of-broker "$DRAIN_CAP" >"$work/plan.out" 2>&1 || { cat "$work/plan.out" >&2; return 1; }
+  plan_id=$(sed -n 's/^Started plan \([0-9]*\);.*/\1/p' "$work/plan.out" | head -1)
+  [ -n "$plan_id" ] || { cat "$work/plan.out" >&2; return 1; }
+}
+drain_plan_wait() { # bootstrap started
+  local try
+  for try in $(seq 1 $((${COMPLETE_TIMEOUT:-300} * 2))); do
+    "$bin/ferry" plan show "$plan_id" --bootstrap-server "$endpoints" 2>/dev/null | grep -q "^Plan $plan_id: .*, done" && return 0
+    sleep 0.5
+  done
+  return 1
+}
+
+drain() { # system bootstrap
+  [ "$DRAIN_MB" -gt 0 ] || return 0
+  local sys=$1 bs=$2 p assignment=""
+  for p in $(seq 0 $((DRAIN_PARTITIONS - 1))); do assignment+="3:$((1 + p % 2)),"; done
+  create "$bs" dr "${assignment%,}"
+  create "$bs" steady "1:2,2:1"
+  tool kafka-producer-perf-test --topic dr --num-records $((DRAIN_MB * 10)) --record-size 104857 \
+    --throughput -1 --producer-props bootstrap.servers="$bs" acks=1 batch.size=1048576 linger.ms=5 \
+    max.request.size=4194304 >/dev/null
+  drain_plans
+  drain_once "$sys" "$bs" bulk drain_bulk_start drain_bulk_wait
+  [ "$sys" = ferry ] || return 0
+  # Back onto broker 3 (untimed), then the capped plan.
+  poller_start "$bs"
+  tool kafka-reassign-partitions --bootstrap-server "$bs" --reassignment-json-file "$work/drain-back.json" \
+    --execute >/dev/null 2>&1 && poller_wait "$(now)" || { poller_stop; echo "$sys: the moves back failed" >&2; return 0; }
+  drain_once "$sys" "$bs" plan_capped drain_plan_start drain_plan_wait
+  "$bin/ferry" plan undrain --bootstrap-server "$endpoints" --broker 3 >/dev/null
+}
+
 memory() { # system pid...
   local sys=$1 kib=0
   shift
@@ -581,6 +689,7 @@ run_kafka() {
   local bootstrap
   compaction kafka
   bootstrap=$(kafka_start)
+  drain kafka "$bootstrap"
   produce kafka "$bootstrap"
   groups kafka "$bootstrap"
   moves kafka "$bootstrap"
@@ -626,6 +735,7 @@ run_ferry() {
   local bootstrap="127.0.0.1:$FERRY_KAFKA_BASE,127.0.0.1:$((FERRY_KAFKA_BASE + 1)),127.0.0.1:$((FERRY_KAFKA_BASE + 2))"
   compaction ferry
   FERRY_TWO_LOG_DIRS=1 start_ferry_cluster "$base"
+  drain ferry "$bootstrap"
   produce ferry "$bootstrap"
   groups ferry "$bootstrap"
   moves ferry "$bootstrap"
