@@ -1,7 +1,8 @@
 //! Plans over the log dirs of one broker, on a real cluster of processes (broker 4 with two log
 //! dirs, real files): a dir balance of dirs 90% and 10% full ends with both within the
 //! tolerance and every record readable; a dir drain moves every replica to the other dir,
-//! leaves the dir cordoned, and an undrain uncordons it.
+//! leaves the dir cordoned, and an undrain uncordons it; a dir that fails mid-drain stops the
+//! moves into it, and the plan names the dir as the reason.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,11 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use broker::ClusterClient;
+use proto::ferry::alter_plan_request::Action;
 use proto::ferry::*;
 use tests::data::read_all;
 use tests::plans::{
-    cordon_config, create_ok, no_throttle_left, poll, registration, set_cordon, show, states, undrain, wait_cordoned,
-    wait_state,
+    alter_plan, cordon_config, create_ok, no_throttle_left, poll, registration, set_cordon, show, states, undrain,
+    wait_cordoned, wait_state,
 };
 use tests::reassign::{create, produce_n, start_four_with, Four};
 use tests::wait_until;
@@ -254,4 +256,73 @@ async fn a_dir_drain_empties_the_dir_and_undrain_uncordons_it() {
     assert_eq!(undrain(&c, 4, Some(&a)).await, Vec::<u64>::new());
     assert_eq!(cordon_config(&c, 4).await, "");
     wait_cordoned(&c, 4, &[]).await;
+}
+
+/// A dir drain of `a` into `b`, one dir move at a time, paused at once; then `b` fails (gone, a
+/// file in its place). Resumed, the plan starts nothing into `b`: every move not done waits or
+/// failed with the reason naming `b` offline, the replicas not moved stay in `a`, and every
+/// record stays readable (from the other replicas where broker 4's are offline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dir_that_fails_mid_plan_stops_its_moves_and_the_plan_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (f, a, b) = start(dir.path()).await;
+    let c = f.client.clone();
+    fill_dir(&c, "ina", 16, 2, &a, &b).await;
+    set_cordon(&c, 4, None, &[]).await;
+    let plan = create_ok(
+        &c,
+        CreatePlanRequest {
+            kind: Some(create_plan_request::Kind::DrainDir(DrainDirPlan {
+                broker: 4,
+                dir: a.clone(),
+            })),
+            caps: Some(PlanCaps {
+                max_dir_moves_per_broker: Some(1),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(plan.moves_total, 16, "{plan:?}");
+    // One move at a time, each a round of the broker's half-second dir loop: most are queued.
+    alter_plan(&c, plan.id, Action::Pause).await;
+    wait_state(&c, plan.id, "paused", Duration::from_secs(30)).await;
+
+    let failed = std::path::PathBuf::from(&b);
+    std::fs::rename(&failed, failed.with_extension("gone")).unwrap();
+    std::fs::write(&failed, b"not a dir").unwrap();
+    poll(Duration::from_secs(60), "broker 4 to publish b offline", || async {
+        registration(&c, 4).await.filter(|r| r.offline_log_dirs.contains(&b))
+    })
+    .await;
+    alter_plan(&c, plan.id, Action::Resume).await;
+
+    let offline = format!("dir {b} of broker 4 is offline");
+    let stopped = poll(Duration::from_secs(60), "every open move to name b offline", || async {
+        let p = show(&c, plan.id, true).await;
+        let open: Vec<&PlanMove> = p.moves.iter().filter(|m| m.state != "done").collect();
+        let named = !open.is_empty() && open.iter().all(|m| m.reason == offline);
+        named.then_some(p)
+    })
+    .await;
+    let open = stopped.moves.iter().filter(|m| m.state != "done").count();
+    assert!(open >= 8, "most moves were queued when b failed: {stopped:?}");
+    assert!(
+        stopped
+            .moves
+            .iter()
+            .all(|m| matches!(m.state.as_str(), "done" | "queued" | "failed")),
+        "{stopped:?}"
+    );
+    assert_eq!(stopped.state, "running", "the plan waits for the dir: {stopped:?}");
+    // Nothing more moves: the replicas not moved are still in `a`.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let dirs = dirs_of_four(&c).await;
+    let in_a = dirs.get(&a).map_or(0, |d| d.1.len());
+    assert!(
+        in_a >= open - 1,
+        "{in_a} replicas left in a, {open} moves open: {dirs:?}"
+    );
+    all_readable(&c, "ina", 16, 2).await;
 }
