@@ -27,6 +27,12 @@ pub struct ControllerChannels {
 /// How long a broker's report to the controller may take before it counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most reports a broker sends in one batch (the controller's limit).
+pub const REPORT_BATCH: usize = proto::MAX_REPORT_BATCH;
+
+/// Report batches of one kind a broker has in flight to the controller at once.
+pub const REPORT_BATCHES_IN_FLIGHT: usize = 4;
+
 /// The place in `addrs` (compared as written) of the leader an answer's hint names
 /// ([`proto::LEADER_HINT`]); `None` without a hint or for an address not in `addrs`.
 pub fn hinted(meta: &tonic::metadata::MetadataMap, addrs: &[String]) -> Option<usize> {

@@ -13,7 +13,7 @@ use futures::StreamExt;
 use proto::errors::ErrorCode;
 use proto::ferry::{AssignReplicaDirRequest, AssignReplicaDirsRequest, PartitionState};
 
-use crate::controller_channels::ControllerChannels;
+use crate::controller_channels::{ControllerChannels, REPORT_BATCH, REPORT_BATCHES_IN_FLIGHT};
 use crate::log_dirs::TopicPartition;
 
 use crate::dir_choice::pending_dir;
@@ -107,12 +107,6 @@ pub fn step(core: &Arc<BrokerCore>, r: &Arc<Replica>) -> Option<AssignReplicaDir
     }
 }
 
-/// Most reports in one request (the controller's limit).
-const BATCH: usize = 1024;
-
-/// Report batches in flight to the controller at once.
-const BATCHES_IN_FLIGHT: usize = 4;
-
 /// Twice a second, replicas whose reassignment names a log dir are moved there, and those that
 /// are there are reported to the controller, in AssignReplicaDirs batches. A refused or failed
 /// report waits a second.
@@ -138,14 +132,17 @@ pub async fn run(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) 
         .unwrap_or_default();
         let now = tokio::time::Instant::now();
         retry_after.retain(|_, t| *t > now);
-        let due: Vec<_> = reports
+        let mut due = reports
             .into_iter()
             .filter(|(r, _)| !retry_after.contains_key(&(r.topic.clone(), r.partition)))
-            .collect();
-        let batches: Vec<Vec<_>> = due.chunks(BATCH).map(<[_]>::to_vec).collect();
+            .peekable();
+        let batches = std::iter::from_fn(|| {
+            due.peek()?;
+            Some(due.by_ref().take(REPORT_BATCH).collect::<Vec<_>>())
+        });
         let answered: Vec<_> = futures::stream::iter(batches)
             .map(|batch| send(controller.clone(), batch))
-            .buffer_unordered(BATCHES_IN_FLIGHT)
+            .buffer_unordered(REPORT_BATCHES_IN_FLIGHT)
             .collect()
             .await;
         for (r, answer) in answered.into_iter().flatten() {

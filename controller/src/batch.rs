@@ -18,7 +18,7 @@ use crate::store::{apply_kvs, load_brokers_view};
 use crate::write_runner::Plan;
 
 /// Most items one batch request may carry.
-pub const MAX_BATCH: usize = 1024;
+pub const MAX_BATCH: usize = proto::MAX_REPORT_BATCH;
 
 /// Refuses a batch of more than [`MAX_BATCH`] items; `what` names them in the message.
 pub fn within_batch(n: usize, what: &str) -> Result<(), Refusal> {

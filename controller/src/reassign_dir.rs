@@ -131,12 +131,15 @@ pub async fn assign_replica_dirs(
         let Some(completes) = plan.answer.completes else {
             return Decided::Answer(plan.answer.response);
         };
-        let replicas = plan.answer.response.state.as_ref().map(|s| s.replicas.clone());
+        let completes = completes.then(|| {
+            let replicas = plan.answer.response.state.as_ref().map(|s| s.replicas.clone());
+            (format!("{}-{}", req.topic, req.partition), replicas.unwrap_or_default())
+        });
         Decided::Write(BatchWrite {
             plan: Plan::write(plan.guards, plan.ops, plan.answer.response),
             // The write guards the cancel-all marker's absence.
             cancel_sensitive: true,
-            completes: completes.then(|| (format!("{}-{}", req.topic, req.partition), replicas.unwrap_or_default())),
+            completes,
         })
     };
     batch::serve(

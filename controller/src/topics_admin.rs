@@ -28,12 +28,17 @@ fn refuse<T>(code: ErrorCode, message: impl Into<String>) -> Result<T, Refusal> 
     })
 }
 
+/// Whether a broker may take a new replica: not when every log dir of its is cordoned (KIP-1066).
+fn open_to_new(b: &BrokerRegistration) -> bool {
+    proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs)
+}
+
 /// The brokers automatic placement may give a new replica: every registered one but those whose
 /// every log dir is cordoned (KIP-1066), as Kafka's controller leaves them out.
 fn slots(view: &ClusterView) -> Vec<BrokerSlot> {
     view.brokers
         .values()
-        .filter(|b| proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs))
+        .filter(|b| open_to_new(b))
         .map(|b| BrokerSlot {
             id: b.id,
             rack: (!b.rack.is_empty()).then(|| b.rack.clone()),
@@ -47,7 +52,7 @@ fn too_few_brokers<T>(view: &ClusterView, rf: usize, available: usize, topic: &s
     let closed: Vec<i32> = view
         .brokers
         .values()
-        .filter(|b| !proto::cordon::takes_new_replicas(&b.log_dirs, &b.cordoned_log_dirs))
+        .filter(|b| !open_to_new(b))
         .map(|b| b.id)
         .collect();
     let why = if closed.is_empty() {
@@ -66,11 +71,9 @@ fn too_few_brokers<T>(view: &ClusterView, rf: usize, available: usize, topic: &s
 /// own manual-assignment path in KAFKA-20832). `first` is the first new partition's number.
 fn refuse_cordoned(view: &ClusterView, topic: &str, first: i32, lists: &[Vec<i32>]) -> Result<(), Refusal> {
     for (i, replicas) in lists.iter().enumerate() {
-        let closed = replicas.iter().find(|b| {
-            view.brokers
-                .get(b)
-                .is_some_and(|r| !proto::cordon::takes_new_replicas(&r.log_dirs, &r.cordoned_log_dirs))
-        });
+        let closed = replicas
+            .iter()
+            .find(|b| view.brokers.get(b).is_some_and(|r| !open_to_new(r)));
         if let Some(b) = closed {
             return refuse(
                 ErrorCode::INVALID_REPLICA_ASSIGNMENT,

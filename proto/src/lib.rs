@@ -33,5 +33,9 @@ pub mod topic_config;
 /// answers, so that a client sends its next requests there directly.
 pub const LEADER_HINT: &str = "x-ferry-leader";
 
+/// Most items in one batch of a broker's reports to the controller (AlterPartitions,
+/// AssignReplicaDirs): the controller refuses more, and brokers send no more.
+pub const MAX_REPORT_BATCH: usize = 1024;
+
 /// The encoded file descriptor set, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("descriptor");
