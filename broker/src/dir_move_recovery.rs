@@ -127,10 +127,17 @@ pub fn recover(dirs: &[PathBuf]) -> std::io::Result<Vec<(TopicPartition, PathBuf
             let entry = entry?;
             if entry.file_type()?.is_dir() {
                 let mut name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(ferry) = ferry_name_of_kafka_folder(&name).filter(|f| !d.join(f).exists()) {
-                    tracing::info!(dir = %d.display(), from = %name, to = %ferry, "renaming a Kafka dir-move folder");
-                    std::fs::rename(d.join(&name), d.join(&ferry))?;
-                    name = ferry;
+                if let Some(ferry) = ferry_name_of_kafka_folder(&name) {
+                    if !d.join(&ferry).exists() {
+                        tracing::info!(dir = %d.display(), from = %name, to = %ferry, "renaming a Kafka dir-move folder");
+                        std::fs::rename(d.join(&name), d.join(&ferry))?;
+                        name = ferry;
+                    } else if ferry.ends_with(DELETE_SUFFIX) {
+                        // One of several dropped copies of a replica (`folder_removal`).
+                        tracing::info!(path = %d.join(&name).display(), "removing a leftover log folder");
+                        std::fs::remove_dir_all(d.join(&name))?;
+                        continue;
+                    }
                 }
                 found.push((d.clone(), name));
             }

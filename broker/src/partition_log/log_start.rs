@@ -177,8 +177,8 @@ fn retire(seg: Segment) -> Result<Vec<PathBuf>, LogError> {
         let to = deleted_name(&p);
         match fs::rename(&p, &to) {
             Ok(()) => out.push(to),
-            // A segment with no time index entry has no time index file.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && p.extension().is_some_and(|x| x == "timeindex") => {}
+            // A segment with no index entry has no index file.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && p.extension().is_none_or(|x| x != "log") => {}
             Err(e) => return Err(io_err("rename", &p, e)),
         }
     }

@@ -43,9 +43,9 @@ pub fn ensure(dir: &Path, topic_id: uuid::Uuid) -> Result<(), LogError> {
             ),
         });
     }
-    let tmp = dir.join(format!("{FILE}.tmp"));
-    fs::write(&tmp, encode(topic_id)).map_err(|e| io_err("write", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| io_err("rename", &path, e))
+    // Written in place, not renamed over: a torn file does not parse and is written again, and
+    // a rename doubled the cost of a new replica's file creations.
+    fs::write(&path, encode(topic_id)).map_err(|e| io_err("write", &path, e))
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ impl CleanedSegment {
         drop(self.seg);
         let to = suffixed_paths(&self.dir, base, SWAP_SUFFIX);
         for i in [1, 2, 0] {
-            rename_if_there(&from[i], &to[i], i == 2)?;
+            rename_if_there(&from[i], &to[i], i > 0)?;
         }
         sync_dir(&self.dir)?;
         Ok(SwapSegment {
@@ -259,7 +259,7 @@ impl PartitionLog {
         let from = suffixed_paths(&dir, base, SWAP_SUFFIX);
         let to = suffixed_paths(&dir, base, "");
         for i in [1, 2, 0] {
-            rename_if_there(&from[i], &to[i], i == 2)?;
+            rename_if_there(&from[i], &to[i], i > 0)?;
         }
         sync_dir(&self.dir)?;
         let mut seg = Segment::open(&self.dir, base)?;

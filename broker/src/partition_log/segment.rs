@@ -127,17 +127,19 @@ impl Segment {
         let index_path = dir.join(format!("{}.index", file_stem(base)));
         let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
         drop(open_rw(&log_path, true)?);
-        drop(open_rw(&index_path, true)?);
-        // A stray time index is emptied; none is created until the first entry.
-        match OpenOptions::new().write(true).truncate(true).open(&time_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("open", &time_path, e)),
-            _ => {}
+        // Stray indexes are emptied; none is created until its first entry (a new replica
+        // then costs one file fewer).
+        for path in [&index_path, &time_path] {
+            match OpenOptions::new().write(true).truncate(true).open(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err("open", path, e)),
+                _ => {}
+            }
         }
         Ok(Segment::empty(base, log_path, index_path, time_path))
     }
 
-    /// An empty segment at `base` over files just made empty; its time index file is created
-    /// with its first entry.
+    /// An empty segment at `base` over files just made empty; its index files are created with
+    /// their first entries.
     pub(in crate::partition_log) fn empty(
         base: i64,
         log_path: PathBuf,
@@ -149,7 +151,7 @@ impl Segment {
             next_offset: base,
             size: 0,
             log: LazyFile::new(log_path.clone()),
-            index_file: LazyFile::new(index_path.clone()),
+            index_file: LazyFile::created_on_use(index_path.clone()),
             log_path,
             index_path,
             index: Vec::new(),
@@ -166,16 +168,13 @@ impl Segment {
         let size = std::fs::metadata(&log_path)
             .map_err(|e| io_err("stat", &log_path, e))?
             .len();
-        if !index_path.exists() {
-            drop(open_rw(&index_path, false)?);
-        }
         let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
         Ok(Segment {
             base,
             next_offset: base,
             size,
             log: LazyFile::new(log_path.clone()),
-            index_file: LazyFile::new(index_path.clone()),
+            index_file: LazyFile::created_on_use(index_path.clone()),
             log_path,
             index_path,
             index: Vec::new(),
@@ -187,9 +186,11 @@ impl Segment {
 
     /// Reads the index file, keeping the longest prefix of plausible entries; true if the file was fully valid.
     fn load_index(&mut self) -> Result<(Vec<IndexEntry>, bool), LogError> {
-        let len = std::fs::metadata(&self.index_path)
-            .map_err(|e| io_err("stat", &self.index_path, e))?
-            .len();
+        // A missing index is an empty one: it is made with its first entry.
+        let len = match std::fs::metadata(&self.index_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            r => r.map_err(|e| io_err("stat", &self.index_path, e))?.len(),
+        };
         if len == 0 {
             return Ok((Vec::new(), true));
         }
@@ -322,10 +323,12 @@ impl Segment {
         self.index = scan.index;
         if rewrite {
             self.write_index_file()?;
-            self.index_file
-                .get()
-                .and_then(File::sync_all)
-                .map_err(|e| io_err("fsync", &self.index_path, e))?;
+            if self.index_file.is_open() {
+                self.index_file
+                    .get()
+                    .and_then(File::sync_all)
+                    .map_err(|e| io_err("fsync", &self.index_path, e))?;
+            }
         }
         // A sealed segment's time index ends with its largest timestamp; one missing (an older
         // Ferry's) or damaged (Kafka's preallocated file after an unclean stop) is rebuilt.
@@ -556,11 +559,11 @@ impl Segment {
         Ok(out)
     }
 
-    /// Removes the segment's files (the time index may never have been made).
+    /// Removes the segment's files (the indexes may never have been made).
     pub fn remove_files(self) -> Result<(), LogError> {
         for path in [&self.log_path, &self.index_path, &self.time_path] {
             match std::fs::remove_file(path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path == &self.time_path => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != &self.log_path => {}
                 r => r.map_err(|e| io_err("remove", path, e))?,
             }
         }
