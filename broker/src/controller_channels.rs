@@ -27,9 +27,6 @@ pub struct ControllerChannels {
 /// How long a broker's report to the controller may take before it counts as failed.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Most reports a broker sends in one batch (the controller's limit).
-pub const REPORT_BATCH: usize = proto::MAX_REPORT_BATCH;
-
 /// Report batches of one kind a broker has in flight to the controller at once.
 pub const REPORT_BATCHES_IN_FLIGHT: usize = 4;
 

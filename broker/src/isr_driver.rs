@@ -1,7 +1,7 @@
 //! The ISR driver: every 100 ms the partitions this broker leads that may gain a follower
 //! ([`isr::Candidates`]) check whether their ISR should change, and every
 //! [`isr::full_scan_every_ms`] all of them do (for followers that lag). The changes of a pass go
-//! to the controller together, up to [`REPORT_BATCH`] in one AlterPartitions request, as
+//! to the controller together, up to [`proto::MAX_REPORT_BATCH`] in one AlterPartitions request, as
 //! Kafka's brokers batch AlterPartition: thousands of partitions catching up together (a large
 //! reassignment) cost the controller one read and one write per batch, not per partition. The
 //! answer (or the metadata watch) brings each partition's new state.
@@ -13,7 +13,7 @@ use std::time::Duration;
 use proto::errors::ErrorCode;
 use proto::ferry::{AlterPartitionRequest, AlterPartitionResponse, AlterPartitionsRequest};
 
-use crate::controller_channels::{ControllerChannels, REPORT_BATCH, REPORT_BATCHES_IN_FLIGHT};
+use crate::controller_channels::{ControllerChannels, REPORT_BATCHES_IN_FLIGHT};
 use crate::isr;
 use crate::replica::{Replica, Role};
 use crate::replica_manager::BrokerCore;
@@ -63,7 +63,7 @@ pub async fn isr_loop(core: Arc<BrokerCore>, controller: Option<ControllerChanne
             };
             tracing::info!(replica = %r.name(), isr = ?req.new_isr, "asking for an ISR change");
             batch.push((r, req));
-            if batch.len() == REPORT_BATCH {
+            if batch.len() == proto::MAX_REPORT_BATCH {
                 send(&core, &controller, &in_flight, std::mem::take(&mut batch)).await;
             }
         }

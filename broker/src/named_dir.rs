@@ -13,7 +13,7 @@ use futures::StreamExt;
 use proto::errors::ErrorCode;
 use proto::ferry::{AssignReplicaDirRequest, AssignReplicaDirsRequest, PartitionState};
 
-use crate::controller_channels::{ControllerChannels, REPORT_BATCH, REPORT_BATCHES_IN_FLIGHT};
+use crate::controller_channels::{ControllerChannels, REPORT_BATCHES_IN_FLIGHT};
 use crate::log_dirs::TopicPartition;
 
 use crate::dir_choice::pending_dir;
@@ -138,7 +138,7 @@ pub async fn run(core: Arc<BrokerCore>, controller: Option<ControllerChannels>) 
             .peekable();
         let batches = std::iter::from_fn(|| {
             due.peek()?;
-            Some(due.by_ref().take(REPORT_BATCH).collect::<Vec<_>>())
+            Some(due.by_ref().take(proto::MAX_REPORT_BATCH).collect::<Vec<_>>())
         });
         let answered: Vec<_> = futures::stream::iter(batches)
             .map(|batch| send(controller.clone(), batch))

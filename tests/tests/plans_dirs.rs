@@ -99,6 +99,18 @@ async fn all_readable(c: &ClusterClient, topic: &str, partitions: u32, batches: 
     }
 }
 
+/// A plan that drains broker 4's dir `dir`, under `caps` when given.
+fn drain_dir_of_four(dir: &str, caps: Option<PlanCaps>) -> CreatePlanRequest {
+    CreatePlanRequest {
+        kind: Some(create_plan_request::Kind::DrainDir(DrainDirPlan {
+            broker: 4,
+            dir: dir.to_string(),
+        })),
+        caps,
+        ..Default::default()
+    }
+}
+
 /// The most replicas of broker 4 moving between its dirs at once, sampled from the partitions'
 /// reassignment state until `stop`.
 fn sample_dir_moves(meta: metastore::Client, topics: &[&str], stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<usize> {
@@ -213,17 +225,7 @@ async fn a_dir_drain_empties_the_dir_and_undrain_uncordons_it() {
     let before = dirs_of_four(&c).await;
     assert_eq!((before[&a].1.len(), before[&b].1.len()), (8, 4), "{before:?}");
 
-    let plan = create_ok(
-        &c,
-        CreatePlanRequest {
-            kind: Some(create_plan_request::Kind::DrainDir(DrainDirPlan {
-                broker: 4,
-                dir: a.clone(),
-            })),
-            ..Default::default()
-        },
-    )
-    .await;
+    let plan = create_ok(&c, drain_dir_of_four(&a, None)).await;
     assert_eq!((plan.kind.as_str(), plan.moves_total), ("drain-dir", 8), "{plan:?}");
     // The cordon is stored with the plan, and the broker takes it.
     assert_eq!(cordon_config(&c, 4).await, a);
@@ -269,21 +271,11 @@ async fn a_dir_that_fails_mid_plan_stops_its_moves_and_the_plan_names_it() {
     let c = f.client.clone();
     fill_dir(&c, "ina", 16, 2, &a, &b).await;
     set_cordon(&c, 4, None, &[]).await;
-    let plan = create_ok(
-        &c,
-        CreatePlanRequest {
-            kind: Some(create_plan_request::Kind::DrainDir(DrainDirPlan {
-                broker: 4,
-                dir: a.clone(),
-            })),
-            caps: Some(PlanCaps {
-                max_dir_moves_per_broker: Some(1),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-    )
-    .await;
+    let one_at_a_time = PlanCaps {
+        max_dir_moves_per_broker: Some(1),
+        ..Default::default()
+    };
+    let plan = create_ok(&c, drain_dir_of_four(&a, Some(one_at_a_time))).await;
     assert_eq!(plan.moves_total, 16, "{plan:?}");
     // One move at a time, each a round of the broker's half-second dir loop: most are queued.
     alter_plan(&c, plan.id, Action::Pause).await;
