@@ -169,7 +169,7 @@ async fn java_console_consumers(protocol: &str) {
                 "--group",
                 &group,
                 "--timeout-ms",
-                "20000",
+                "120000",
             ])
             .args(["--consumer-property", &format!("group.protocol={protocol}")])
             .stdin(Stdio::null())
@@ -193,9 +193,24 @@ async fn java_console_consumers(protocol: &str) {
     let left = String::from_utf8_lossy(&leaver.wait_with_output().unwrap().stdout).to_string();
     wait_members(&b, &group, 2).await;
     produce(&b, "jg", 3000, 1000);
+    // The members stop once everything is read and committed, not on their idle timeout: on a
+    // slow machine the leave, rebalance and the producer's start took longer than that timeout.
+    let (bb, g) = (b.clone(), group.clone());
+    tests::wait_until(
+        Duration::from_secs(90),
+        "the records after the leave read and committed",
+        || {
+            let (bb, g) = (bb.clone(), g.clone());
+            async move { tokio::task::spawn_blocking(move || lag(&bb, &g)).await.unwrap() == Some(0) }
+        },
+    )
+    .await;
     let mut outputs: Vec<String> = children
         .into_iter()
-        .map(|c| String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).to_string())
+        .map(|c| {
+            let _ = Command::new("kill").args(["-TERM", &c.id().to_string()]).status();
+            String::from_utf8_lossy(&c.wait_with_output().unwrap().stdout).to_string()
+        })
         .collect();
     for o in &outputs {
         assert!(
