@@ -60,4 +60,7 @@ $deps_only && exit 0
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The tests and the binaries they run (ferry, ferry-bench, ferry-plan-bench) in one build, so that
+# no test waits on a build of its own.
+cargo build --workspace --bins --tests
 cargo nextest run --workspace

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod broker_configs;
 pub mod byte_counters;
+pub mod change_signal;
 pub mod checkpoint_file;
 pub mod cleaner;
 pub mod client;

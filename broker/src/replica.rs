@@ -1,6 +1,7 @@
 //! One partition replica on this broker: its log, its role (leader or follower, with the epoch)
 //! and, as leader, its followers' progress and the high watermark. Waiters (acks=all produces,
-//! long-poll fetches) are woken through a watch channel whenever the log or watermark moves.
+//! long-poll fetches) are woken through its change signal (`change_signal`) whenever the log or
+//! the watermark moves.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,8 +10,8 @@ use parking_lot::Mutex;
 use proto::clock::Clock;
 use proto::errors::ErrorCode;
 use proto::ferry::PartitionState;
-use tokio::sync::watch;
 
+use crate::change_signal::{ChangeSignal, ChangeWatch};
 use crate::future_log::FutureLog;
 use crate::isr::{self, FollowerProgress};
 use crate::lock_order::{lock, Ordered, Rank};
@@ -112,14 +113,13 @@ pub struct Replica {
     pub truncations: std::sync::atomic::AtomicU64,
     /// Role and progress.
     state: Mutex<ReplicaState>,
-    changed: watch::Sender<u64>,
+    changed: ChangeSignal,
     clock: Clock,
 }
 
 impl Replica {
     /// A replica over an opened log; it starts as a follower with no leader.
     pub fn new(topic: String, partition: u32, broker_id: i32, log: PartitionLog, clock: Clock) -> Self {
-        let (changed, _) = watch::channel(0);
         Self {
             topic,
             partition,
@@ -136,7 +136,7 @@ impl Replica {
                 isr_change_in_flight: false,
                 pending_isr: None,
             }),
-            changed,
+            changed: ChangeSignal::default(),
             clock,
         }
     }
@@ -186,11 +186,11 @@ impl Replica {
 
     /// Wakes everyone waiting for the log or watermark to move.
     pub fn notify(&self) {
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        self.changed.send();
     }
 
     /// A receiver that sees every later [`Replica::notify`].
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
+    pub fn subscribe(&self) -> ChangeWatch<'_> {
         self.changed.subscribe()
     }
 
@@ -311,9 +311,8 @@ impl Replica {
             if done(self) {
                 return true;
             }
-            match tokio::time::timeout_at(deadline, rx.changed()).await {
-                Ok(Ok(())) => {}
-                _ => return done(self),
+            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                return done(self);
             }
         }
     }

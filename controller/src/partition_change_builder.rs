@@ -189,11 +189,11 @@ mod tests {
             isr: vec![1, 2],
             leader_epoch: 2,
             partition_epoch: 5,
-            reassignment: Some(proto::ferry::ReassignmentRecord {
+            reassignment: Some(Box::new(proto::ferry::ReassignmentRecord {
                 original: vec![1, 2],
                 target: vec![2, 3],
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         }
     }

@@ -16,11 +16,11 @@ fn moving_view() -> ClusterView {
         leader: 1,
         adding: vec![3],
         removing: vec![1],
-        reassignment: Some(ReassignmentRecord {
+        reassignment: Some(Box::new(ReassignmentRecord {
             original: vec![1, 2],
             target: vec![2, 3],
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let settled = PartitionState {

@@ -217,7 +217,7 @@ pub fn submit(
             isr,
             throttle_rate,
             dir_pending,
-            reassignment: Some(record),
+            reassignment: Some(Box::new(record)),
             ..state.clone()
         }),
     );
@@ -419,11 +419,11 @@ mod tests {
         let s = PartitionState {
             adding: vec![2],
             removing: vec![1],
-            reassignment: Some(ReassignmentRecord {
+            reassignment: Some(Box::new(ReassignmentRecord {
                 original: vec![1],
                 target: vec![2],
                 ..Default::default()
-            }),
+            })),
             ..st(&[2, 1], 2, &[2])
         };
         assert_eq!(

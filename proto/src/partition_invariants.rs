@@ -157,7 +157,7 @@ mod tests {
             adding: vec![2],
             ..quiet.clone()
         };
-        let record = Some(crate::ferry::ReassignmentRecord::default());
+        let record = Some(Box::default());
         assert_eq!(quiet.check_record(), Ok(()));
         assert!(moving.check_record().unwrap_err().contains("no reassignment record"));
         let kept = PartitionState {

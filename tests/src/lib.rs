@@ -309,7 +309,8 @@ impl Cluster {
     }
 }
 
-/// The `ferry` binary, built once per test process (a no-op when it is up to date).
+/// The `ferry` binary, built once per test process (a no-op when it is up to date) with the
+/// workspace's other binaries (`ferry-bench`, `ferry-plan-bench`).
 pub fn ferry_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -323,8 +324,10 @@ pub fn ferry_bin() -> PathBuf {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
+        // The same packages and targets as the test build (`cargo nextest run --workspace`), so
+        // that every dependency resolves the same features and is reused, not built again.
         cmd.current_dir(workspace)
-            .args(["build", "-q", "-p", "tools", "--bin", "ferry", "--bin", "ferry-bench"]);
+            .args(["build", "-q", "--workspace", "--bins", "--tests"]);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

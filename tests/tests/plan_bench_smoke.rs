@@ -2,27 +2,14 @@
 //! drains broker 4 to empty on its own cluster, within its caps, and the scale run stores and
 //! finishes its plan.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
 /// The `ferry-plan-bench` binary, built beside `ferry` in the same profile.
 fn plan_bench_bin() -> PathBuf {
-    let ferry = tests::ferry_bin();
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace)
-        .args(["build", "-q", "-p", "tools", "--bin", "ferry-plan-bench"]);
-    if ferry.parent().and_then(Path::file_name).is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    assert!(
-        cmd.status().expect("running cargo build").success(),
-        "building ferry-plan-bench failed"
-    );
-    ferry.with_file_name("ferry-plan-bench")
+    tests::ferry_bin().with_file_name("ferry-plan-bench")
 }
 
 #[test]

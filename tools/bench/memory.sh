@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PARTITIONS=${PARTITIONS:-20000}
+export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:-10}
 SETTLE=${SETTLE:-30}
 read -ra cargo <<<"${CARGO:-cargo}"
 "${cargo[@]}" build --release -q -p tools --bin ferry

@@ -32,10 +32,8 @@ pub async fn long_poll<P: Partitions + Sync>(parts: &P, limits: &Limits) -> Vec<
     let deadline = tokio::time::Instant::now() + limits.max_wait;
     loop {
         // Subscribe before reading, so that a change in between is not missed.
-        let mut watches: Vec<_> = (0..parts.count())
-            .filter_map(|i| parts.replica(i))
-            .map(|r| r.subscribe())
-            .collect();
+        let replicas: Vec<_> = (0..parts.count()).filter_map(|i| parts.replica(i)).collect();
+        let mut watches: Vec<_> = replicas.iter().map(|r| r.subscribe()).collect();
         let expired = tokio::time::Instant::now() >= deadline;
         let pass = plan::pass(
             (0..parts.count()).map(|i| parts.max_bytes(i)),

@@ -12,6 +12,7 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{io_err, sync_dir, LogError};
 
@@ -30,31 +31,29 @@ pub(super) struct EpochEntry {
 /// In-memory cache; entries are strictly increasing in both epoch and start offset.
 #[derive(Debug)]
 pub(super) struct EpochCache {
-    path: PathBuf,
-    tmp_path: PathBuf,
-    dir: PathBuf,
+    /// The partition's folder, shared with its log; the file paths are made when used.
+    dir: Arc<Path>,
     entries: Vec<EpochEntry>,
 }
 
 impl EpochCache {
     /// Loads the checkpoint in `dir`; the flag is false if it was missing or corrupt (the caller rebuilds it).
-    pub fn load(dir: &Path) -> Result<(Self, bool), LogError> {
+    pub fn load(dir: &Arc<Path>) -> Result<(Self, bool), LogError> {
         let mut cache = EpochCache {
-            path: dir.join(CHECKPOINT_FILE),
-            tmp_path: dir.join(CHECKPOINT_TMP),
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             entries: Vec::new(),
         };
+        let (path, tmp_path) = (cache.path(), dir.join(CHECKPOINT_TMP));
         // A leftover temp file is a write that never got renamed; the old file is authoritative.
-        match fs::remove_file(&cache.tmp_path) {
+        match fs::remove_file(&tmp_path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err("remove", &cache.tmp_path, e)),
+            Err(e) => return Err(io_err("remove", &tmp_path, e)),
         }
-        let text = match fs::read(&cache.path) {
+        let text = match fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((cache, false)),
-            Err(e) => return Err(io_err("read", &cache.path, e)),
+            Err(e) => return Err(io_err("read", &path, e)),
         };
         // Kafka creates the file empty with a new replica; like a missing one, it is rebuilt
         // from the log, without a warning.
@@ -67,10 +66,14 @@ impl EpochCache {
                 Ok((cache, true))
             }
             None => {
-                tracing::warn!(path = %cache.path.display(), "leader epoch checkpoint is corrupt; rebuilding it from the log");
+                tracing::warn!(path = %path.display(), "leader epoch checkpoint is corrupt; rebuilding it from the log");
                 Ok((cache, false))
             }
         }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(CHECKPOINT_FILE)
     }
 
     pub fn entries(&self) -> &[EpochEntry] {
@@ -161,12 +164,12 @@ impl EpochCache {
         for e in entries {
             text.push_str(&format!("{} {}\n", e.epoch, e.start_offset));
         }
-        let tmp = &self.tmp_path;
+        let (tmp, path) = (&self.dir.join(CHECKPOINT_TMP), self.path());
         let mut f = File::create(tmp).map_err(|e| io_err("create", tmp, e))?;
         f.write_all(text.as_bytes()).map_err(|e| io_err("write", tmp, e))?;
         f.sync_all().map_err(|e| io_err("fsync", tmp, e))?;
         drop(f);
-        fs::rename(tmp, &self.path).map_err(|e| io_err("rename", &self.path, e))?;
+        fs::rename(tmp, &path).map_err(|e| io_err("rename", &path, e))?;
         sync_dir(&self.dir)
     }
 
@@ -246,7 +249,7 @@ mod tests {
     #[test]
     fn end_offset_lookup() {
         let dir = tempfile::tempdir().unwrap();
-        let (mut c, found) = EpochCache::load(dir.path()).unwrap();
+        let (mut c, found) = EpochCache::load(&Arc::from(dir.path())).unwrap();
         assert!(!found);
         assert_eq!(c.end_offset_for(3, 10), None);
         c.assign(1, 0).unwrap();
@@ -257,7 +260,7 @@ mod tests {
         assert_eq!(c.end_offset_for(3, 8), Some((2, 6)));
         assert_eq!(c.end_offset_for(4, 8), Some((4, 8)));
         assert_eq!(c.end_offset_for(9, 8), Some((4, 8)));
-        let (reloaded, found) = EpochCache::load(dir.path()).unwrap();
+        let (reloaded, found) = EpochCache::load(&Arc::from(dir.path())).unwrap();
         assert!(found);
         assert_eq!(reloaded.entries(), c.entries());
     }

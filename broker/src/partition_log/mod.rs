@@ -40,6 +40,7 @@ mod time_tests;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::record_batch::{self, BatchError, BatchHeader};
 
@@ -161,7 +162,7 @@ pub struct SealedSegment {
 /// The on-disk log of one partition replica. Single-threaded: callers wrap it in a mutex.
 #[derive(Debug)]
 pub struct PartitionLog {
-    dir: PathBuf,
+    dir: Arc<Path>,
     cfg: LogConfig,
     /// Base offset -> segment; never empty, the last one is active. Boxed: a B-tree leaf has
     /// room for 11 values, so an inline segment cost every one-segment replica 11 segments'
@@ -455,9 +456,9 @@ impl PartitionLog {
             base,
             next_offset: seg.next_offset,
             size: seg.size,
-            log_path: seg.log_path.clone(),
-            index_path: seg.index_path.clone(),
-            time_path: seg.time_path.clone(),
+            log_path: seg.log_path().clone(),
+            index_path: seg.index_path().clone(),
+            time_path: seg.time_path().clone(),
         })
     }
 
@@ -475,9 +476,9 @@ impl PartitionLog {
         }
         let empty = self.segments.remove(&src.base).expect("the active segment exists");
         let (log_path, index_path, time_path) = (
-            empty.log_path.clone(),
-            empty.index_path.clone(),
-            empty.time_path.clone(),
+            empty.log_path().clone(),
+            empty.index_path().clone(),
+            empty.time_path().clone(),
         );
         drop(empty);
         let adopted = (|| {
@@ -493,7 +494,7 @@ impl PartitionLog {
             seg.recover_sealed(self.cfg.index_interval_bytes)?;
             if seg.next_offset != src.next_offset {
                 return Err(LogError::Corrupt {
-                    path: seg.log_path.clone(),
+                    path: seg.log_path().clone(),
                     detail: format!("copy ends at offset {} instead of {}", seg.next_offset, src.next_offset),
                 });
             }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::record_batch::BatchHeader;
 
@@ -68,9 +69,12 @@ impl PartitionLog {
             return Self::open_deferring_syncs(dir, cfg, syncs);
         }
         logs.sort_unstable();
+        // One copy of the folder's path, shared by the log and its segments.
+        let shared: Arc<Path> = Arc::from(dir);
+        let dir = &shared;
         for (base, ext) in indexes.into_iter().filter(|(b, _)| logs.binary_search(b).is_err()) {
             // An index without its log is left over from a deletion or roll that did not finish.
-            let path = dir.join(format!("{}.{ext}", segment::file_stem(base)));
+            let path = segment::file_path(dir, base, ext, "");
             fs::remove_file(&path).map_err(|e| io_err("remove", &path, e))?;
         }
 
@@ -88,7 +92,7 @@ impl PartitionLog {
             // nothing is lost. Ferry's own format before Kafka's is not converted.
             if seg.starts_in_old_ferry_format()? {
                 return Err(LogError::Corrupt {
-                    path: seg.log_path.clone(),
+                    path: seg.log_path().clone(),
                     detail: "this log was written in the format of an older Ferry, not Kafka's record \
                              batch v2, and is not converted: move the folder away to start this replica empty"
                         .into(),
@@ -99,7 +103,7 @@ impl PartitionLog {
                     if i + 1 == logs.len() {
                         // The last sealed segment lost its tail (see below): what follows the
                         // gap goes, and that segment is the active one again.
-                        tracing::warn!(path = %seg.log_path.display(), previous_end = prev, "removing the active segment after a sealed one that lost its tail");
+                        tracing::warn!(path = %seg.log_path().display(), previous_end = prev, "removing the active segment after a sealed one that lost its tail");
                         seg.remove_files()?;
                         syncs.add(dir);
                         let (prev_base, _) = segments.pop_last().expect("a previous segment exists");
@@ -109,7 +113,7 @@ impl PartitionLog {
                         break;
                     }
                     return Err(LogError::Corrupt {
-                        path: seg.log_path.clone(),
+                        path: seg.log_path().clone(),
                         detail: format!("segment starts at offset {base} but the previous one ends at {prev}"),
                     });
                 }
@@ -122,7 +126,7 @@ impl PartitionLog {
                 // `seal_sync`), so a torn tail is cut as the active segment's would be.
                 2 => match seg.recover_sealed(interval) {
                     Err(LogError::Corrupt { detail, .. }) => {
-                        tracing::warn!(path = %seg.log_path.display(), detail, "the last sealed segment lost its tail; recovering it as the active one");
+                        tracing::warn!(path = %seg.log_path().display(), detail, "the last sealed segment lost its tail; recovering it as the active one");
                         seg = Segment::open(dir, base)?;
                         seg.recover_active(interval, &mut collect_epochs)?;
                     }
@@ -144,7 +148,7 @@ impl PartitionLog {
             .next()
             .expect("a segment was made above if none was found");
         let mut log = PartitionLog {
-            dir: dir.to_path_buf(),
+            dir: shared.clone(),
             cfg,
             segments,
             epochs,

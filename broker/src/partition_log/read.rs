@@ -63,7 +63,7 @@ impl PartitionLog {
     /// The error of batches read at `offset` that fail verification.
     pub fn corrupt_read(&self, offset: i64, e: &BatchError) -> LogError {
         LogError::Corrupt {
-            path: self.dir.clone(),
+            path: self.dir.to_path_buf(),
             detail: format!("batch read at offset {offset} fails verification: {e}"),
         }
     }
@@ -125,7 +125,7 @@ impl PartitionLog {
         };
         let batch = self.read(last, 1, upto)?;
         let offset = record_batch::offset_of_max_timestamp(&batch).map_err(|e| LogError::Corrupt {
-            path: self.dir.clone(),
+            path: self.dir.to_path_buf(),
             detail: format!("the batch holding offset {last} fails verification: {e}"),
         })?;
         Ok(Some((offset, ts)))

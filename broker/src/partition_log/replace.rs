@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::segment::{self, cleaned::suffixed_paths, Segment};
@@ -56,7 +57,7 @@ impl CleanedSegment {
     /// `index_interval_bytes` as the log's own segments are.
     pub fn create(dir: &Path, base: i64, index_interval_bytes: u32) -> Result<Self, LogError> {
         Ok(Self {
-            seg: Segment::create_suffixed(dir, base, CLEANED_SUFFIX)?,
+            seg: Segment::create_suffixed(&Arc::from(dir), base, CLEANED_SUFFIX)?,
             dir: dir.to_path_buf(),
             interval: index_interval_bytes,
             run: Vec::new(),
@@ -117,16 +118,16 @@ impl CleanedSegment {
         if let Some(t) = modified {
             let f = File::options()
                 .write(true)
-                .open(&self.seg.log_path)
-                .map_err(|e| io_err("open", &self.seg.log_path, e))?;
+                .open(self.seg.log_path())
+                .map_err(|e| io_err("open", &self.seg.log_path(), e))?;
             f.set_modified(t)
-                .map_err(|e| io_err("set time of", &self.seg.log_path, e))?;
+                .map_err(|e| io_err("set time of", &self.seg.log_path(), e))?;
         }
         let (base, next_offset, size) = (self.seg.base, self.seg.next_offset, self.seg.size);
         let from = [
-            self.seg.log_path.clone(),
-            self.seg.index_path.clone(),
-            self.seg.time_path.clone(),
+            self.seg.log_path().clone(),
+            self.seg.index_path().clone(),
+            self.seg.time_path().clone(),
         ];
         drop(self.seg);
         let to = suffixed_paths(&self.dir, base, SWAP_SUFFIX);
@@ -213,7 +214,7 @@ impl PartitionLog {
                     base: s.base,
                     next_offset: s.next_offset,
                     size: s.size,
-                    log_path: s.log_path.clone(),
+                    log_path: s.log_path().clone(),
                     largest_timestamp: s.largest_timestamp(),
                     first_batch_timestamp: first,
                 })
@@ -240,7 +241,7 @@ impl PartitionLog {
                     .is_some_and(|s| s.next_offset == o.next_offset && s.size == o.size)
         };
         // Same folder: a dir move may have put another copy of the log in this one's place.
-        let unchanged = new.dir == self.dir
+        let unchanged = *new.dir == *self.dir
             && old.first().is_some_and(|f| f.base == new.base)
             && old.last().is_some_and(|l| l.next_offset == new.next_offset)
             && old.windows(2).all(|w| w[0].next_offset == w[1].base)

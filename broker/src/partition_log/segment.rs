@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::record_batch::{self, BatchHeader, HEADER_LEN};
 
@@ -19,6 +20,11 @@ const INDEX_ENTRY_LEN: usize = 8;
 /// File name stem for a segment: the base offset, zero-padded to 20 digits.
 pub(super) fn file_stem(base: i64) -> String {
     format!("{base:020}")
+}
+
+/// The path of the segment file at `base` with extension `ext`, its name followed by `suffix`.
+pub(super) fn file_path(dir: &Path, base: i64, ext: &str, suffix: &str) -> PathBuf {
+    dir.join(format!("{}.{ext}{suffix}", file_stem(base)))
 }
 
 /// Parses a segment file stem; `None` for anything that is not exactly 20 digits.
@@ -53,7 +59,6 @@ struct Scan {
 /// descriptor limit.
 #[derive(Debug)]
 struct LazyFile {
-    path: PathBuf,
     file: std::sync::OnceLock<File>,
     /// Created on first use rather than with the segment (the time index: an empty partition
     /// then costs no file for it).
@@ -61,23 +66,22 @@ struct LazyFile {
 }
 
 impl LazyFile {
-    fn new(path: PathBuf) -> Self {
+    fn new() -> Self {
         Self {
-            path,
             file: std::sync::OnceLock::new(),
             create: false,
         }
     }
 
-    fn created_on_use(path: PathBuf) -> Self {
+    fn created_on_use() -> Self {
         Self {
             create: true,
-            ..Self::new(path)
+            ..Self::new()
         }
     }
 
-    /// The open file, opening it now if needed.
-    fn get(&self) -> std::io::Result<&File> {
+    /// The open file, opening it at `path` now if needed (the path is only made then).
+    fn get(&self, path: impl FnOnce() -> PathBuf) -> std::io::Result<&File> {
         if let Some(f) = self.file.get() {
             return Ok(f);
         }
@@ -85,7 +89,7 @@ impl LazyFile {
             .read(true)
             .write(true)
             .create(self.create)
-            .open(&self.path)?;
+            .open(path())?;
         Ok(self.file.get_or_init(|| f))
     }
 
@@ -94,19 +98,21 @@ impl LazyFile {
     }
 }
 
-/// A segment; all sizes are in bytes of the `.log` file.
+/// A segment; all sizes are in bytes of the `.log` file. Its file paths are made when needed
+/// from the log's folder, which its segments share: a broker holds one segment per idle replica,
+/// and three paths each would cost it more than the rest of the segment.
 #[derive(Debug)]
 pub(super) struct Segment {
     pub base: i64,
     pub next_offset: i64,
     pub size: u64,
+    dir: Arc<Path>,
+    /// After each file's usual name: "" for the log's own segments, the cleaner's suffix for its.
+    suffix: &'static str,
     log: LazyFile,
     index_file: LazyFile,
-    pub log_path: PathBuf,
-    pub index_path: PathBuf,
     index: Vec<IndexEntry>,
     time_file: LazyFile,
-    pub time_path: PathBuf,
     time: TimeIndex,
 }
 
@@ -122,10 +128,9 @@ fn open_rw(path: &Path, truncate: bool) -> Result<File, LogError> {
 
 impl Segment {
     /// Creates a new empty segment (replacing any stray files of the same name).
-    pub fn create(dir: &Path, base: i64) -> Result<Self, LogError> {
-        let log_path = dir.join(format!("{}.log", file_stem(base)));
-        let index_path = dir.join(format!("{}.index", file_stem(base)));
-        let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
+    pub fn create(dir: &Arc<Path>, base: i64) -> Result<Self, LogError> {
+        let seg = Segment::empty(dir.clone(), base, "");
+        let [log_path, index_path, time_path] = seg.paths();
         drop(open_rw(&log_path, true)?);
         // Stray indexes are emptied; none is created until its first entry (a new replica
         // then costs one file fewer).
@@ -135,61 +140,62 @@ impl Segment {
                 _ => {}
             }
         }
-        Ok(Segment::empty(base, log_path, index_path, time_path))
+        Ok(seg)
     }
 
-    /// An empty segment at `base` over files just made empty; its index files are created with
-    /// their first entries.
-    pub(in crate::partition_log) fn empty(
-        base: i64,
-        log_path: PathBuf,
-        index_path: PathBuf,
-        time_path: PathBuf,
-    ) -> Self {
+    /// An empty segment at `base` in `dir` over files just made empty (their names followed by
+    /// `suffix`); its index files are created with their first entries.
+    pub(in crate::partition_log) fn empty(dir: Arc<Path>, base: i64, suffix: &'static str) -> Self {
         Segment {
             base,
             next_offset: base,
             size: 0,
-            log: LazyFile::new(log_path.clone()),
-            index_file: LazyFile::created_on_use(index_path.clone()),
-            log_path,
-            index_path,
+            dir,
+            suffix,
+            log: LazyFile::new(),
+            index_file: LazyFile::created_on_use(),
             index: Vec::new(),
-            time_file: LazyFile::created_on_use(time_path.clone()),
-            time_path,
+            time_file: LazyFile::created_on_use(),
             time: TimeIndex::default(),
         }
     }
 
     /// Opens an existing segment's files; the caller must then run one of the `recover_*` methods.
-    pub fn open(dir: &Path, base: i64) -> Result<Self, LogError> {
-        let log_path = dir.join(format!("{}.log", file_stem(base)));
-        let index_path = dir.join(format!("{}.index", file_stem(base)));
-        let size = std::fs::metadata(&log_path)
+    pub fn open(dir: &Arc<Path>, base: i64) -> Result<Self, LogError> {
+        let mut seg = Segment::empty(dir.clone(), base, "");
+        let log_path = seg.log_path();
+        seg.size = std::fs::metadata(&log_path)
             .map_err(|e| io_err("stat", &log_path, e))?
             .len();
-        let time_path = dir.join(format!("{}.timeindex", file_stem(base)));
-        Ok(Segment {
-            base,
-            next_offset: base,
-            size,
-            log: LazyFile::new(log_path.clone()),
-            index_file: LazyFile::created_on_use(index_path.clone()),
-            log_path,
-            index_path,
-            index: Vec::new(),
-            time_file: LazyFile::created_on_use(time_path.clone()),
-            time_path,
-            time: TimeIndex::default(),
-        })
+        Ok(seg)
+    }
+
+    /// The `.log` file's path.
+    pub fn log_path(&self) -> PathBuf {
+        file_path(&self.dir, self.base, "log", self.suffix)
+    }
+
+    /// The `.index` file's path.
+    pub fn index_path(&self) -> PathBuf {
+        file_path(&self.dir, self.base, "index", self.suffix)
+    }
+
+    /// The `.timeindex` file's path.
+    pub fn time_path(&self) -> PathBuf {
+        file_path(&self.dir, self.base, "timeindex", self.suffix)
+    }
+
+    /// The `.log`, `.index` and `.timeindex` paths.
+    pub fn paths(&self) -> [PathBuf; 3] {
+        [self.log_path(), self.index_path(), self.time_path()]
     }
 
     /// Reads the index file, keeping the longest prefix of plausible entries; true if the file was fully valid.
     fn load_index(&mut self) -> Result<(Vec<IndexEntry>, bool), LogError> {
         // A missing index is an empty one: it is made with its first entry.
-        let len = match std::fs::metadata(&self.index_path) {
+        let len = match std::fs::metadata(self.index_path()) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            r => r.map_err(|e| io_err("stat", &self.index_path, e))?.len(),
+            r => r.map_err(|e| io_err("stat", &self.index_path(), e))?.len(),
         };
         if len == 0 {
             return Ok((Vec::new(), true));
@@ -201,9 +207,9 @@ impl Segment {
         }
         let mut buf = vec![0u8; len as usize];
         self.index_file
-            .get()
+            .get(|| self.index_path())
             .and_then(|f| f.read_exact_at(&mut buf, 0))
-            .map_err(|e| io_err("read", &self.index_path, e))?;
+            .map_err(|e| io_err("read", &self.index_path(), e))?;
         let mut entries: Vec<IndexEntry> = Vec::with_capacity(buf.len() / INDEX_ENTRY_LEN);
         let mut clean = buf.len().is_multiple_of(INDEX_ENTRY_LEN);
         for chunk in buf.chunks_exact(INDEX_ENTRY_LEN) {
@@ -224,7 +230,7 @@ impl Segment {
         let n = (limit - pos).min(HEADER_LEN as u64) as usize;
         let mut buf = [0u8; HEADER_LEN];
         self.log
-            .get()
+            .get(|| self.log_path())
             .and_then(|f| f.read_exact_at(&mut buf[..n], pos))
             .map_err(|e| format!("read failed: {e}"))?;
         let h = record_batch::peek_header(&buf[..n])
@@ -273,7 +279,11 @@ impl Segment {
             }
             if full {
                 let mut buf = vec![0u8; h.total_len];
-                if let Err(e) = self.log.get().and_then(|f| f.read_exact_at(&mut buf, pos)) {
+                if let Err(e) = self
+                    .log
+                    .get(|| self.log_path())
+                    .and_then(|f| f.read_exact_at(&mut buf, pos))
+                {
                     stop = Some(format!("read failed: {e}"));
                     break;
                 }
@@ -312,7 +322,7 @@ impl Segment {
         let mut scan = self.scan(pos, offset, entries, interval, false, &mut |_| {});
         let mut rewrite = !clean || scan.index.len() != loaded;
         if !clean || start.is_none() || scan.stop.is_some() {
-            tracing::warn!(path = %self.index_path.display(), "offset index does not match the log; rebuilding it");
+            tracing::warn!(path = %self.index_path().display(), "offset index does not match the log; rebuilding it");
             scan = self.scan(0, self.base, Vec::new(), interval, false, &mut |_| {});
             if let Some(why) = &scan.stop {
                 return Err(self.corrupt(scan.pos, &format!("sealed segment is damaged: {why}")));
@@ -325,9 +335,9 @@ impl Segment {
             self.write_index_file()?;
             if self.index_file.is_open() {
                 self.index_file
-                    .get()
+                    .get(|| self.index_path())
                     .and_then(File::sync_all)
-                    .map_err(|e| io_err("fsync", &self.index_path, e))?;
+                    .map_err(|e| io_err("fsync", &self.index_path(), e))?;
             }
         }
         // A sealed segment's time index ends with its largest timestamp; one missing (an older
@@ -363,15 +373,19 @@ impl Segment {
         let dropped = self.size - scan.pos;
         if let Some(why) = &scan.stop {
             tracing::warn!(
-                path = %self.log_path.display(),
+                path = %self.log_path().display(),
                 position = scan.pos,
                 bytes_dropped = dropped,
                 reason = %why,
                 "truncating damaged tail of the active segment"
             );
-            let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
-            f.set_len(scan.pos).map_err(|e| io_err("truncate", &self.log_path, e))?;
-            f.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+            let f = self
+                .log
+                .get(|| self.log_path())
+                .map_err(|e| io_err("open", &self.log_path(), e))?;
+            f.set_len(scan.pos)
+                .map_err(|e| io_err("truncate", &self.log_path(), e))?;
+            f.sync_all().map_err(|e| io_err("fsync", &self.log_path(), e))?;
         }
         self.size = scan.pos;
         self.next_offset = scan.next_offset;
@@ -402,7 +416,7 @@ impl Segment {
 
     fn corrupt(&self, pos: u64, why: &str) -> LogError {
         LogError::Corrupt {
-            path: self.log_path.clone(),
+            path: self.log_path().clone(),
             detail: format!("at byte {pos}: {why}"),
         }
     }
@@ -416,16 +430,19 @@ impl Segment {
         }
         if buf.is_empty() && !self.index_file.is_open() {
             // Nothing to write; only clear a stale file, without keeping it open.
-            let len = std::fs::metadata(&self.index_path).map_or(0, |m| m.len());
+            let len = std::fs::metadata(self.index_path()).map_or(0, |m| m.len());
             if len == 0 {
                 return Ok(());
             }
         }
-        let f = self.index_file.get().map_err(|e| io_err("open", &self.index_path, e))?;
+        let f = self
+            .index_file
+            .get(|| self.index_path())
+            .map_err(|e| io_err("open", &self.index_path(), e))?;
         f.write_all_at(&buf, 0)
-            .map_err(|e| io_err("write", &self.index_path, e))?;
+            .map_err(|e| io_err("write", &self.index_path(), e))?;
         f.set_len(buf.len() as u64)
-            .map_err(|e| io_err("truncate", &self.index_path, e))
+            .map_err(|e| io_err("truncate", &self.index_path(), e))
     }
 
     /// Header of the batch starting at `pos`, which must be a batch boundary.
@@ -458,16 +475,19 @@ impl Segment {
         if self.size < 32 {
             return Ok(false);
         }
-        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+        let f = self
+            .log
+            .get(|| self.log_path())
+            .map_err(|e| io_err("open", &self.log_path(), e))?;
         f.read_exact_at(&mut head, 0)
-            .map_err(|e| io_err("read", &self.log_path, e))?;
+            .map_err(|e| io_err("read", &self.log_path(), e))?;
         let len = u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]]));
         if !(20..=64 << 20).contains(&len) || 12 + len > self.size {
             return Ok(false);
         }
         let mut rest = vec![0u8; (len - 8) as usize];
         f.read_exact_at(&mut rest, 20)
-            .map_err(|e| io_err("read", &self.log_path, e))?;
+            .map_err(|e| io_err("read", &self.log_path(), e))?;
         Ok(crc32c::crc32c(&rest) == u32::from_le_bytes([head[16], head[17], head[18], head[19]]))
     }
 
@@ -476,19 +496,22 @@ impl Segment {
         let start = out.len();
         out.resize(start + len, 0);
         self.log
-            .get()
+            .get(|| self.log_path())
             .and_then(|f| f.read_exact_at(&mut out[start..], pos))
-            .map_err(|e| io_err("read", &self.log_path, e))
+            .map_err(|e| io_err("read", &self.log_path(), e))
     }
 
     /// Appends one verified batch at the end of the file and indexes it if due.
     pub fn append(&mut self, batch: &[u8], h: &BatchHeader, interval: u32) -> Result<(), LogError> {
         let pos = self.size;
-        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
+        let f = self
+            .log
+            .get(|| self.log_path())
+            .map_err(|e| io_err("open", &self.log_path(), e))?;
         if let Err(e) = f.write_all_at(batch, pos) {
             // Drop any partial write so the file keeps matching our in-memory size.
             let _ = f.set_len(pos);
-            return Err(io_err("write", &self.log_path, e));
+            return Err(io_err("write", &self.log_path(), e));
         }
         self.note_batch(pos, h, interval);
         Ok(())
@@ -507,9 +530,13 @@ impl Segment {
             buf[..4].copy_from_slice(&e.rel.to_be_bytes());
             buf[4..].copy_from_slice(&e.pos.to_be_bytes());
             let at = (before * INDEX_ENTRY_LEN) as u64;
-            if let Err(err) = self.index_file.get().and_then(|f| f.write_all_at(&buf, at)) {
+            if let Err(err) = self
+                .index_file
+                .get(|| self.index_path())
+                .and_then(|f| f.write_all_at(&buf, at))
+            {
                 // The index is only a lookup aid; losing an entry costs a longer scan, not data.
-                tracing::warn!(path = %self.index_path.display(), error = %err, "failed to write index entry");
+                tracing::warn!(path = %self.index_path().display(), error = %err, "failed to write index entry");
                 self.index.truncate(before);
             }
         }
@@ -524,9 +551,12 @@ impl Segment {
         } else {
             self.find_batch(offset).map(|(p, h)| (p, Some(h)))?
         };
-        let f = self.log.get().map_err(|e| io_err("open", &self.log_path, e))?;
-        f.set_len(pos).map_err(|e| io_err("truncate", &self.log_path, e))?;
-        f.sync_all().map_err(|e| io_err("fsync", &self.log_path, e))?;
+        let f = self
+            .log
+            .get(|| self.log_path())
+            .map_err(|e| io_err("open", &self.log_path(), e))?;
+        f.set_len(pos).map_err(|e| io_err("truncate", &self.log_path(), e))?;
+        f.sync_all().map_err(|e| io_err("fsync", &self.log_path(), e))?;
         self.size = pos;
         self.next_offset = h.map_or(self.base, |h| h.base_offset);
         let keep = self.index.partition_point(|e| u64::from(e.pos) < pos);
@@ -537,9 +567,9 @@ impl Segment {
         self.write_time_file()?;
         if self.index_file.is_open() {
             self.index_file
-                .get()
+                .get(|| self.index_path())
                 .and_then(File::sync_all)
-                .map_err(|e| io_err("fsync", &self.index_path, e))?;
+                .map_err(|e| io_err("fsync", &self.index_path(), e))?;
         }
         Ok(self.next_offset)
     }
@@ -548,9 +578,9 @@ impl Segment {
     pub fn sync_handles(&self) -> Result<Vec<(PathBuf, File)>, LogError> {
         let mut out = Vec::new();
         for (lazy, path) in [
-            (&self.log, &self.log_path),
-            (&self.index_file, &self.index_path),
-            (&self.time_file, &self.time_path),
+            (&self.log, &self.log_path()),
+            (&self.index_file, &self.index_path()),
+            (&self.time_file, &self.time_path()),
         ] {
             if let Some(f) = lazy.file.get() {
                 out.push((path.clone(), f.try_clone().map_err(|e| io_err("dup", path, e))?));
@@ -561,9 +591,9 @@ impl Segment {
 
     /// Removes the segment's files (the indexes may never have been made).
     pub fn remove_files(self) -> Result<(), LogError> {
-        for path in [&self.log_path, &self.index_path, &self.time_path] {
+        for path in [&self.log_path(), &self.index_path(), &self.time_path()] {
             match std::fs::remove_file(path) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != &self.log_path => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && path != &self.log_path() => {}
                 r => r.map_err(|e| io_err("remove", path, e))?,
             }
         }
@@ -574,13 +604,13 @@ impl Segment {
     /// empty, and its folder is synced by the log).
     pub fn sync(&self) -> Result<(), LogError> {
         if let Some(f) = self.log.file.get() {
-            f.sync_data().map_err(|e| io_err("fsync", &self.log_path, e))?;
+            f.sync_data().map_err(|e| io_err("fsync", &self.log_path(), e))?;
         }
         if let Some(f) = self.index_file.file.get() {
-            f.sync_data().map_err(|e| io_err("fsync", &self.index_path, e))?;
+            f.sync_data().map_err(|e| io_err("fsync", &self.index_path(), e))?;
         }
         if let Some(f) = self.time_file.file.get() {
-            f.sync_data().map_err(|e| io_err("fsync", &self.time_path, e))?;
+            f.sync_data().map_err(|e| io_err("fsync", &self.time_path(), e))?;
         }
         Ok(())
     }

@@ -13,17 +13,17 @@ impl Segment {
     /// Reads the time index file's valid prefix; true if that was the whole file. Kafka
     /// preallocates the file, so only as many bytes as the segment could index are read.
     pub(super) fn load_time_index(&self) -> Result<(TimeIndex, bool), LogError> {
-        let len = match std::fs::metadata(&self.time_path) {
+        let len = match std::fs::metadata(self.time_path()) {
             Ok(m) => m.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((TimeIndex::default(), true)),
-            Err(e) => return Err(io_err("stat", &self.time_path, e)),
+            Err(e) => return Err(io_err("stat", &self.time_path(), e)),
         };
         let max_len = (self.size / HEADER_LEN as u64 + 1) * TIME_ENTRY_LEN as u64;
         let mut buf = vec![0u8; len.min(max_len) as usize];
         self.time_file
-            .get()
+            .get(|| self.time_path())
             .and_then(|f| f.read_exact_at(&mut buf, 0))
-            .map_err(|e| io_err("read", &self.time_path, e))?;
+            .map_err(|e| io_err("read", &self.time_path(), e))?;
         let (time, clean) = TimeIndex::decode(&buf, self.next_offset - self.base);
         Ok((time, clean && len <= max_len))
     }
@@ -51,14 +51,17 @@ impl Segment {
     /// Replaces the time index file's content with the in-memory one.
     pub(super) fn write_time_file(&self) -> Result<(), LogError> {
         let buf = self.time.encode();
-        if buf.is_empty() && !self.time_file.is_open() && !self.time_path.exists() {
+        if buf.is_empty() && !self.time_file.is_open() && !self.time_path().exists() {
             return Ok(());
         }
-        let f = self.time_file.get().map_err(|e| io_err("open", &self.time_path, e))?;
+        let f = self
+            .time_file
+            .get(|| self.time_path())
+            .map_err(|e| io_err("open", &self.time_path(), e))?;
         f.write_all_at(&buf, 0)
-            .map_err(|e| io_err("write", &self.time_path, e))?;
+            .map_err(|e| io_err("write", &self.time_path(), e))?;
         f.set_len(buf.len() as u64)
-            .map_err(|e| io_err("truncate", &self.time_path, e))
+            .map_err(|e| io_err("truncate", &self.time_path(), e))
     }
 
     /// Adds the time index entry due now, if the largest timestamp grew since the last one.
@@ -67,9 +70,13 @@ impl Segment {
             return;
         };
         let at = ((self.time.entries().len() - 1) * TIME_ENTRY_LEN) as u64;
-        if let Err(err) = self.time_file.get().and_then(|f| f.write_all_at(&e.encode(), at)) {
+        if let Err(err) = self
+            .time_file
+            .get(|| self.time_path())
+            .and_then(|f| f.write_all_at(&e.encode(), at))
+        {
             // A lookup aid like the offset index: a lost entry costs a longer scan.
-            tracing::warn!(path = %self.time_path.display(), error = %err, "failed to write time index entry");
+            tracing::warn!(path = %self.time_path().display(), error = %err, "failed to write time index entry");
             self.time.pop();
         }
     }
@@ -115,7 +122,7 @@ impl Segment {
     pub fn largest_timestamp(&self) -> i64 {
         match self.max_timestamp() {
             Some((ts, _)) if ts >= 0 => ts,
-            _ => std::fs::metadata(&self.log_path)
+            _ => std::fs::metadata(self.log_path())
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())

@@ -156,7 +156,7 @@ mod tests {
     }
 
     fn record(p: &Plan, t: &str, n: u32) -> Option<ReassignmentRecord> {
-        state(p, t, n).reassignment
+        state(p, t, n).reassignment.map(|r| *r)
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl Plan {
     /// The in-flight reassignments, by partition.
     pub fn reassignments(&self) -> impl Iterator<Item = (&str, u32, &ReassignmentRecord)> {
         self.partitions()
-            .filter_map(|(t, p, s)| s.reassignment.as_ref().map(|r| (t, p, r)))
+            .filter_map(|(t, p, s)| s.reassignment.as_deref().map(|r| (t, p, r)))
     }
 
     /// Counts for the closing line: topics, deleting topics, partitions, reassignments, owned

@@ -24,14 +24,14 @@ impl Partitions {
         if s.is_moving() {
             // Kafka (2.4+) keeps RS = target followed by the rest of the originals.
             let original: Vec<i32> = s.replicas.iter().copied().filter(|r| !s.adding.contains(r)).collect();
-            s.reassignment = Some(ReassignmentRecord {
+            s.reassignment = Some(Box::new(ReassignmentRecord {
                 original,
                 target: reassignment::target_of(&s),
                 throttle_rate: 0,
                 submitted_ms,
                 target_log_dirs: vec![],
                 original_log_dirs: vec![],
-            });
+            }));
         }
         self.states.insert(key, s);
     }
