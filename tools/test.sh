@@ -31,6 +31,8 @@ fi
 need=()
 [ -x /usr/share/zookeeper/bin/zkServer.sh ] || need+=(zookeeper)
 command -v kcat >/dev/null 2>&1 || need+=(kcat)
+# openssl writes the encrypted PEM and PKCS12 keystores the keystore tests read.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-pip)
 command -v java >/dev/null 2>&1 || need+=(default-jdk-headless)

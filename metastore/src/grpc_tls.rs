@@ -176,7 +176,7 @@ pub fn node_client(files: &crate::tls::TlsFiles) -> Result<ClientTlsFiles, TlsEr
             reason: "a node's gRPC port needs the CAs that sign its peers' certificates".into(),
         });
     };
-    let (chain, _) = read_keystore(&files.keystore)?;
+    let (chain, _) = crate::keystore::read(&files.keystore, &files.keystore_access)?;
     if !chain.first().is_some_and(crate::tls::allows_client_auth) {
         return Err(TlsError::File {
             setting: "ssl.keystore.location",

@@ -14,6 +14,7 @@ pub mod follow;
 pub mod follower_acks;
 pub mod grpc_tls;
 pub mod heard;
+pub mod keystore;
 pub mod kv_pb;
 pub mod kv_state;
 pub mod leader_view;

@@ -1,6 +1,6 @@
 //! TLS for a listener (the Kafka listener's SSL and SASL_SSL, and the gRPC port), with Kafka's
-//! settings: a PEM keystore (`ssl.keystore.location`: the certificate chain and its private
-//! key), a PEM truststore
+//! settings: a keystore (`ssl.keystore.location`: the certificate chain and its private key, in
+//! a format `keystore.rs` reads), a PEM truststore
 //! (`ssl.truststore.location`: the CAs that sign client certificates) and `ssl.client.auth`.
 //! The files are read again when they change, so a renewed certificate is served without a
 //! restart; a change that does not load is logged and the old one is kept.
@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
+
+use crate::keystore::{self, Keys, KeystoreAccess};
 
 /// How often a listener looks for renewed certificate files.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
@@ -46,8 +48,10 @@ impl ClientAuth {
 /// Where the listener's certificates are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
-    /// `ssl.keystore.location`: PEM, the certificate chain and the private key.
+    /// `ssl.keystore.location`: the certificate chain and the private key.
     pub keystore: PathBuf,
+    /// `ssl.keystore.type` and the keystore's passwords (PEM without any by default).
+    pub keystore_access: KeystoreAccess,
     /// `ssl.truststore.location`: PEM CAs for client certificates.
     pub truststore: Option<PathBuf>,
     /// `ssl.client.auth`.
@@ -72,7 +76,8 @@ pub enum TlsError {
     Tls(#[from] rustls::Error),
 }
 
-fn file_error(setting: &'static str, path: &Path, reason: impl ToString) -> TlsError {
+/// A [`TlsError::File`] naming `setting` and `path`.
+pub(crate) fn file_error(setting: &'static str, path: &Path, reason: impl ToString) -> TlsError {
     TlsError::File {
         setting,
         path: path.display().to_string(),
@@ -87,18 +92,9 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The certificate chain and private key of a PEM keystore.
-pub(crate) fn read_keystore(path: &Path) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
-    let ks = "ssl.keystore.location";
-    let pem = std::fs::read(path).map_err(|e| file_error(ks, path, e))?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| file_error(ks, path, e))?;
-    if chain.is_empty() {
-        return Err(file_error(ks, path, "holds no certificate"));
-    }
-    let key = PrivateKeyDer::from_pem_slice(&pem).map_err(|e| file_error(ks, path, format!("private key: {e}")))?;
-    Ok((chain, key))
+/// The certificate chain and private key of a PEM keystore with an unencrypted key.
+pub(crate) fn read_keystore(path: &Path) -> Result<Keys, TlsError> {
+    keystore::read(path, &KeystoreAccess::default())
 }
 
 /// The CAs of a PEM truststore.
@@ -125,7 +121,7 @@ pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
 /// The server config the files make, offering the application protocols `alpn` (gRPC's `h2`:
 /// grpc-go and grpc-java clients require it).
 pub fn load_with_alpn(files: &TlsFiles, alpn: Vec<Vec<u8>>) -> Result<Arc<ServerConfig>, TlsError> {
-    let (chain, key) = read_keystore(&files.keystore)?;
+    let (chain, key) = keystore::read(&files.keystore, &files.keystore_access)?;
     let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
     let builder = match (files.client_auth, &files.truststore) {
         (ClientAuth::None, _) => builder.with_no_client_auth(),

@@ -328,6 +328,18 @@ pub fn ferry_bin() -> PathBuf {
         // that every dependency resolves the same features and is reused, not built again.
         cmd.current_dir(workspace)
             .args(["build", "-q", "--workspace", "--bins", "--tests"]);
+        // Without the variables cargo gives a test process about its own crate: a build sees
+        // them as a change of what the crates read with `env!`, and builds every test again.
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            let injected = ["CARGO_PKG_", "CARGO_BIN_EXE_", "CARGO_MANIFEST_", "CARGO_CRATE_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+                || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&k.as_ref());
+            if injected {
+                cmd.env_remove(&key);
+            }
+        }
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -346,6 +358,29 @@ pub fn run_ferry(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `ferry node` as node 1 of a one-node quorum with its data in `data_dir` and the flags
+/// `extra`, which must make it refuse to start; its stderr.
+pub fn refused_node(data_dir: &Path, extra: &[&str]) -> String {
+    let data = data_dir.display().to_string();
+    let peers = loopback_peers(1);
+    let p = format!("1={}", peers[&1]);
+    let mut args = vec![
+        "node",
+        "--id",
+        "1",
+        "--data-dir",
+        &data,
+        "--listen",
+        &peers[&1],
+        "--peers",
+        &p,
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = run_ferry(&args);
+    assert_ne!(code, 0, "{extra:?} started a node");
+    err
 }
 
 /// The `ferry-bench` binary, next to `ferry`.

@@ -7,7 +7,6 @@
 //! nobody serves); the SASL listener refuses a client
 //! without a login and serves one with it. Bad listener flags stop the node naming the flag.
 
-use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
@@ -140,26 +139,7 @@ fn set_scram(dir: &std::path::Path, node: &str) {
 #[test]
 fn bad_listener_flags_stop_the_node_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("n1").display().to_string();
-    let peers: BTreeMap<u64, String> = tests::loopback_peers(1);
-    let p = format!("1={}", peers[&1]);
-    let base = |extra: &[&str]| {
-        let mut args = vec![
-            "node",
-            "--id",
-            "1",
-            "--data-dir",
-            &data,
-            "--listen",
-            &peers[&1],
-            "--peers",
-            &p,
-        ];
-        args.extend_from_slice(extra);
-        let (code, _, err) = tests::run_ferry(&args);
-        assert_ne!(code, 0, "{extra:?} started a node");
-        err
-    };
+    let base = |extra: &[&str]| tests::refused_node(&dir.path().join("n1"), extra);
     let err = base(&["--listeners", "INTERNAL://127.0.0.1:0"]);
     assert!(
         err.contains("--listener-security-protocol-map: no security protocol for listener INTERNAL"),

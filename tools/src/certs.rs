@@ -130,6 +130,7 @@ mod tests {
         .unwrap();
         let files = metastore::tls::TlsFiles {
             keystore: f.server.clone(),
+            keystore_access: Default::default(),
             truststore: Some(f.ca.clone()),
             client_auth: metastore::tls::ClientAuth::Required,
         };

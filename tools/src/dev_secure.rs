@@ -84,6 +84,7 @@ impl Secure {
             super_users: [format!("User:{ADMIN}")].into(),
             tls: Some(TlsFiles {
                 keystore: self.certs.server.clone(),
+                keystore_access: Default::default(),
                 truststore: Some(self.certs.ca.clone()),
                 client_auth: ClientAuth::None,
             }),
@@ -100,6 +101,7 @@ impl Secure {
     fn node_files(certs: &crate::certs::CertFiles) -> TlsFiles {
         TlsFiles {
             keystore: certs.server.clone(),
+            keystore_access: Default::default(),
             truststore: Some(certs.ca.clone()),
             client_auth: ClientAuth::Requested,
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use broker::auth::{ListenerSecurity, SecurityProtocol};
 use clap::Args;
+use metastore::keystore::{KeystoreAccess, KeystoreType, Password};
 use metastore::tls::{ClientAuth, TlsFiles};
 
 use crate::listeners::ListenerSpec;
@@ -55,6 +56,18 @@ pub struct SecurityArgs {
     /// read again when it changes.
     #[arg(long, env = "FERRY_SSL_KEYSTORE_LOCATION")]
     pub ssl_keystore_location: Option<std::path::PathBuf>,
+    /// PEM or PKCS12: the format of --ssl-keystore-location (ssl.keystore.type). JKS is not
+    /// read; `keytool -importkeystore -deststoretype PKCS12` converts it.
+    #[arg(long, default_value = "PEM", env = "FERRY_SSL_KEYSTORE_TYPE")]
+    pub ssl_keystore_type: String,
+    /// The PKCS12 keystore's password (ssl.keystore.password). A flag's value shows in the
+    /// process list: prefer the variable.
+    #[arg(long, env = "FERRY_SSL_KEYSTORE_PASSWORD", hide_env_values = true)]
+    pub ssl_keystore_password: Option<String>,
+    /// The password of a PEM keystore's encrypted PKCS#8 private key (ssl.key.password). A
+    /// flag's value shows in the process list: prefer the variable.
+    #[arg(long, env = "FERRY_SSL_KEY_PASSWORD", hide_env_values = true)]
+    pub ssl_key_password: Option<String>,
     /// PEM file with the CAs that sign client certificates (ssl.truststore.location).
     #[arg(long, env = "FERRY_SSL_TRUSTSTORE_LOCATION")]
     pub ssl_truststore_location: Option<std::path::PathBuf>,
@@ -67,6 +80,15 @@ impl SecurityArgs {
     /// The protocol of the single --kafka-listen listener.
     pub fn protocol(&self) -> anyhow::Result<SecurityProtocol> {
         SecurityProtocol::parse(&self.kafka_security_protocol).map_err(|e| anyhow!("--kafka-security-protocol: {e}"))
+    }
+
+    /// The keystore's type and passwords.
+    fn keystore_access(&self) -> anyhow::Result<KeystoreAccess> {
+        Ok(KeystoreAccess {
+            kind: KeystoreType::parse(&self.ssl_keystore_type).map_err(|e| anyhow!("--ssl-keystore-type: {e}"))?,
+            keystore_password: self.ssl_keystore_password.clone().map(Password::new),
+            key_password: self.ssl_key_password.clone().map(Password::new),
+        })
     }
 
     /// The settings the Kafka `listeners` share, each bad value refused naming its flag.
@@ -89,6 +111,7 @@ impl SecurityArgs {
             (Some(keystore), Some(_)) => {
                 let files = TlsFiles {
                     keystore: keystore.clone(),
+                    keystore_access: self.keystore_access()?,
                     truststore: self.ssl_truststore_location.clone(),
                     client_auth,
                 };
@@ -147,6 +170,7 @@ impl GrpcTlsArgs {
             ClientAuth::parse(&self.grpc_ssl_client_auth).map_err(|e| anyhow!("--grpc-ssl-client-auth: {e}"))?;
         let files = TlsFiles {
             keystore: keystore.clone(),
+            keystore_access: Default::default(),
             truststore: self.grpc_ssl_truststore_location.clone(),
             client_auth,
         };
