@@ -154,18 +154,17 @@ fn pkcs12(bytes: &[u8], path: &Path, access: &KeystoreAccess) -> Result<Keys, Tl
             "differs from ssl.keystore.password; a PKCS12 keystore's key is read with the store's password",
         ));
     }
-    let store =
-        p12_keystore::KeyStore::from_pkcs12(bytes, password.expose(), p12_keystore::Pkcs12ImportPolicy::Relaxed)
-            .map_err(|e| file_error(KEYSTORE_PASSWORD, path, format!("does not open it as PKCS12: {e}")))?;
+    let store = p12_keystore::KeyStore::from_pkcs12(bytes, password.expose())
+        .map_err(|e| file_error(KEYSTORE_PASSWORD, path, format!("does not open it as PKCS12: {e}")))?;
     let (_, entry) = store
         .private_key_chain()
         .ok_or_else(|| file_error(KEYSTORE, path, "holds no private key entry"))?;
     let chain = entry
-        .certs()
+        .chain()
         .iter()
         .map(|c| CertificateDer::from(c.as_der().to_vec()))
         .collect();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(entry.key().as_der().to_vec()));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(entry.key().to_vec()));
     Ok((chain, key))
 }
 
