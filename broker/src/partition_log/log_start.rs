@@ -169,11 +169,7 @@ impl PartitionLog {
 
 /// Renames a removed segment's files with [`DELETED_SUFFIX`]; returns the new names.
 fn retire(seg: Segment) -> Result<Vec<PathBuf>, LogError> {
-    let paths = [
-        seg.log_path().clone(),
-        seg.index_path().clone(),
-        seg.time_path().clone(),
-    ];
+    let paths = [seg.log_path(), seg.index_path(), seg.time_path()];
     // Its open files close first.
     drop(seg);
     let mut out = Vec::new();

@@ -456,9 +456,9 @@ impl PartitionLog {
             base,
             next_offset: seg.next_offset,
             size: seg.size,
-            log_path: seg.log_path().clone(),
-            index_path: seg.index_path().clone(),
-            time_path: seg.time_path().clone(),
+            log_path: seg.log_path(),
+            index_path: seg.index_path(),
+            time_path: seg.time_path(),
         })
     }
 
@@ -475,11 +475,7 @@ impl PartitionLog {
             });
         }
         let empty = self.segments.remove(&src.base).expect("the active segment exists");
-        let (log_path, index_path, time_path) = (
-            empty.log_path().clone(),
-            empty.index_path().clone(),
-            empty.time_path().clone(),
-        );
+        let (log_path, index_path, time_path) = (empty.log_path(), empty.index_path(), empty.time_path());
         drop(empty);
         let adopted = (|| {
             fs::copy(&src.log_path, &log_path).map_err(|e| io_err("copy", &src.log_path, e))?;
@@ -494,7 +490,7 @@ impl PartitionLog {
             seg.recover_sealed(self.cfg.index_interval_bytes)?;
             if seg.next_offset != src.next_offset {
                 return Err(LogError::Corrupt {
-                    path: seg.log_path().clone(),
+                    path: seg.log_path(),
                     detail: format!("copy ends at offset {} instead of {}", seg.next_offset, src.next_offset),
                 });
             }

@@ -92,7 +92,7 @@ impl PartitionLog {
             // nothing is lost. Ferry's own format before Kafka's is not converted.
             if seg.starts_in_old_ferry_format()? {
                 return Err(LogError::Corrupt {
-                    path: seg.log_path().clone(),
+                    path: seg.log_path(),
                     detail: "this log was written in the format of an older Ferry, not Kafka's record \
                              batch v2, and is not converted: move the folder away to start this replica empty"
                         .into(),
@@ -113,7 +113,7 @@ impl PartitionLog {
                         break;
                     }
                     return Err(LogError::Corrupt {
-                        path: seg.log_path().clone(),
+                        path: seg.log_path(),
                         detail: format!("segment starts at offset {base} but the previous one ends at {prev}"),
                     });
                 }

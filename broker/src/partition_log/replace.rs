@@ -124,11 +124,7 @@ impl CleanedSegment {
                 .map_err(|e| io_err("set time of", &self.seg.log_path(), e))?;
         }
         let (base, next_offset, size) = (self.seg.base, self.seg.next_offset, self.seg.size);
-        let from = [
-            self.seg.log_path().clone(),
-            self.seg.index_path().clone(),
-            self.seg.time_path().clone(),
-        ];
+        let from = [self.seg.log_path(), self.seg.index_path(), self.seg.time_path()];
         drop(self.seg);
         let to = suffixed_paths(&self.dir, base, SWAP_SUFFIX);
         for i in [1, 2, 0] {
@@ -214,7 +210,7 @@ impl PartitionLog {
                     base: s.base,
                     next_offset: s.next_offset,
                     size: s.size,
-                    log_path: s.log_path().clone(),
+                    log_path: s.log_path(),
                     largest_timestamp: s.largest_timestamp(),
                     first_batch_timestamp: first,
                 })

@@ -416,7 +416,7 @@ impl Segment {
 
     fn corrupt(&self, pos: u64, why: &str) -> LogError {
         LogError::Corrupt {
-            path: self.log_path().clone(),
+            path: self.log_path(),
             detail: format!("at byte {pos}: {why}"),
         }
     }
