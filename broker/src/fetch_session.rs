@@ -7,6 +7,12 @@
 //!
 //! Requests carry a sequence number that their answer echoes, so an answer reaches the request
 //! it belongs to even when a partition's loop restarted meanwhile.
+//!
+//! A broker pair has two sessions, one per [`Lane`]: replicas in the ISR fetch apart from
+//! replicas catching up. A catching-up replica's answers are megabytes (a reassignment's copy),
+//! an in-sync replica's are what producers just wrote and wait on (acks=all); on one stream the
+//! small answers queued behind the large ones. Kafka's fetcher threads mix them; this is on
+//! purpose, so that a move does not slow the producers of the partitions that do not move.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,8 +36,9 @@ use tonic::{Status, Streaming};
 const SESSION_IN_FLIGHT: usize = 1 << 18;
 /// Requests or answers put into one message at most.
 const PER_MESSAGE: usize = 4096;
-/// Record bytes of the answers put into one message, past the first answer.
-const MESSAGE_BYTES: usize = 16 << 20;
+/// Record bytes of the answers put into one message, past the first answer: a message is
+/// encoded in one piece on the event loop, so a big one would hold up every other task.
+const MESSAGE_BYTES: usize = 1 << 20;
 
 /// The leader's answers on a session.
 pub type AnswerStream = Pin<Box<dyn Stream<Item = Result<ReplicaFetchBatchResponse, Status>> + Send>>;
@@ -98,25 +105,46 @@ type Call = (
 /// A client of another broker whose calls carry the cluster credential.
 pub type PeerClient = BrokerClient<crate::controller_channels::Credentialed>;
 
-/// This broker's sessions as a follower, one per leader endpoint.
+/// Which session of a broker pair a fetch goes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// The replica is in the ISR: its answers hold what producers wait on.
+    InSync,
+    /// The replica is out of the ISR (a new replica of a move, or one that fell behind).
+    CatchingUp,
+}
+
+impl Lane {
+    /// The lane of a replica of broker `id` whose partition's ISR is `isr`.
+    pub fn of(isr: &[i32], id: i32) -> Self {
+        if isr.contains(&id) {
+            Lane::InSync
+        } else {
+            Lane::CatchingUp
+        }
+    }
+}
+
+/// This broker's sessions as a follower, one per leader endpoint and lane.
 #[derive(Default)]
 pub struct FetchSessions {
-    sessions: Mutex<HashMap<String, mpsc::UnboundedSender<Call>>>,
+    sessions: Mutex<HashMap<(String, Lane), mpsc::UnboundedSender<Call>>>,
     /// The cluster credential a leader under an authorizer admits replication by.
     credential: std::sync::OnceLock<metastore::CredentialInterceptor>,
 }
 
 impl FetchSessions {
-    /// Sends `req` on the session to the leader at `endpoint` (opening one over `channel` if
-    /// none runs) and waits for its answer.
+    /// Sends `req` on the `lane` session to the leader at `endpoint` (opening one over `channel`
+    /// if none runs) and waits for its answer.
     pub async fn fetch(
         &self,
         endpoint: &str,
+        lane: Lane,
         channel: Channel,
         req: ReplicaFetchRequest,
     ) -> Result<ReplicaFetchResponse, Status> {
         let (tx, rx) = oneshot::channel();
-        self.session(endpoint, channel)
+        self.session(endpoint, lane, channel)
             .send((req, tx))
             .map_err(|_| Status::unavailable("the fetch session to the leader ended"))?;
         rx.await
@@ -140,14 +168,15 @@ impl FetchSessions {
             .max_encoding_message_size(1 << 30)
     }
 
-    fn session(&self, endpoint: &str, channel: Channel) -> mpsc::UnboundedSender<Call> {
+    fn session(&self, endpoint: &str, lane: Lane, channel: Channel) -> mpsc::UnboundedSender<Call> {
         let mut sessions = self.sessions.lock();
-        if let Some(s) = sessions.get(endpoint).filter(|s| !s.is_closed()) {
+        let key = (endpoint.to_string(), lane);
+        if let Some(s) = sessions.get(&key).filter(|s| !s.is_closed()) {
             return s.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(self.client(channel), rx));
-        sessions.insert(endpoint.to_string(), tx.clone());
+        sessions.insert(key, tx.clone());
         tx
     }
 }

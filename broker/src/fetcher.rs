@@ -1,6 +1,6 @@
 //! A follower's copy loop for one partition: truncate the divergent tail by leader epoch, then
 //! pull batches from the leader, each request telling the leader how far this replica has got.
-//! The requests of every partition copied from one leader share one stream
+//! The requests of every partition copied from one leader share one stream per lane
 //! (`fetch_session.rs`).
 
 use std::sync::Arc;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use proto::errors::ErrorCode;
 use proto::ferry::{EpochEndOffsetRequest, ReplicaFetchRequest};
 
+use crate::fetch_session::Lane;
 use crate::replica::Replica;
 use crate::replica_manager::BrokerCore;
 
@@ -19,6 +20,11 @@ const MAX_RETRY: Duration = Duration::from_secs(3);
 /// Metadata answers waited out (about 15 s with the pauses) before the leader's endpoint and
 /// epoch are looked at again.
 const MAX_WAITS_ON_STREAM: u32 = 8;
+/// Bytes a replica out of the ISR asks for per fetch at most (Kafka's `replica.fetch.max.bytes`
+/// default). A move's copy then comes in pieces that each take the leader's and this node's
+/// event loop a fraction of a millisecond, so the in-sync replicas' fetches, which producers wait
+/// on, are not held behind megabytes.
+const CATCH_UP_FETCH_BYTES: u32 = 1 << 20;
 /// How much longer than its own wait a fetch may take to be answered (the leader's throttle
 /// holds answers back too) before the session is taken for stuck.
 const ANSWER_SLACK: Duration = Duration::from_secs(30);
@@ -121,31 +127,30 @@ async fn copy_from_leader(
     let mut c = core.fetch_sessions.client(channel.clone());
     truncate_divergent_tail(&mut c, r, epoch).await?;
 
-    let request = |offset: i64, throttle: Option<u64>| ReplicaFetchRequest {
-        topic: r.topic.clone(),
-        partition: r.partition,
-        replica_id: core.id,
-        leader_epoch: epoch,
-        fetch_offset: offset,
-        // A throttled follower asks for about a tenth of a second's worth, so its rate holds
-        // over the move rather than only on average over large fetches.
-        max_bytes: match throttle {
-            Some(rate) => core
-                .config
-                .replica_fetch_max_bytes
-                .min(crate::throttle::chunk_bytes(Some(rate)) as u32),
-            None => core.config.replica_fetch_max_bytes,
-        },
-        max_wait_ms: core.config.replica_fetch_wait_ms,
-        incarnation: core.incarnation,
-        session_seq: 0,
+    // The lane is read with the request: a replica that joined the ISR moves to the in-sync
+    // session with its next fetch.
+    let request = |offset: i64, throttle: Option<u64>| {
+        let lane = Lane::of(&r.state().meta.isr, core.id);
+        let max_bytes = fetch_max_bytes(core.config.replica_fetch_max_bytes, lane, throttle);
+        let req = ReplicaFetchRequest {
+            topic: r.topic.clone(),
+            partition: r.partition,
+            replica_id: core.id,
+            leader_epoch: epoch,
+            fetch_offset: offset,
+            max_bytes,
+            max_wait_ms: core.config.replica_fetch_wait_ms,
+            incarnation: core.incarnation,
+            session_seq: 0,
+        };
+        (lane, req)
     };
     let deadline = Duration::from_millis(core.config.replica_fetch_wait_ms.into()) + ANSWER_SLACK;
-    let fetch = |req: ReplicaFetchRequest| {
+    let fetch = |(lane, req): (Lane, ReplicaFetchRequest)| {
         let channel = channel.clone();
         let endpoint = endpoint.clone();
         async move {
-            tokio::time::timeout(deadline, core.fetch_sessions.fetch(&endpoint, channel, req))
+            tokio::time::timeout(deadline, core.fetch_sessions.fetch(&endpoint, lane, channel, req))
                 .await
                 .map_err(|_| {
                     tonic::Status::deadline_exceeded(format!("no answer from the leader within {deadline:?}"))
@@ -224,6 +229,21 @@ async fn copy_from_leader(
     }
 }
 
+/// Bytes to ask for in one fetch: the configured most, less out of the ISR, and less again
+/// when throttled.
+fn fetch_max_bytes(configured: u32, lane: Lane, throttle: Option<u64>) -> u32 {
+    let mut max = configured;
+    if lane == Lane::CatchingUp {
+        max = max.min(CATCH_UP_FETCH_BYTES);
+    }
+    // A throttled follower asks for about a tenth of a second's worth, so its rate holds over
+    // the move rather than only on average over large fetches.
+    if let Some(rate) = throttle {
+        max = max.min(u32::try_from(crate::throttle::chunk_bytes(Some(rate))).unwrap_or(u32::MAX));
+    }
+    max
+}
+
 /// Drops what this replica has beyond the leader's end of our last epoch: that tail was written
 /// by a leader whose records the new leader never got.
 async fn truncate_divergent_tail(
@@ -281,6 +301,23 @@ mod tests {
         assert_eq!((0..6).map(|_| b.pause()).max(), Some(MAX_RETRY));
         let mut b = Backoff::for_lag_max(100);
         assert_eq!((0..3).map(|_| b.pause()).max(), Some(RETRY));
+    }
+
+    #[test]
+    fn replicas_out_of_the_isr_fetch_on_their_own_lane_in_smaller_pieces() {
+        assert_eq!(Lane::of(&[1, 2], 2), Lane::InSync);
+        assert_eq!(Lane::of(&[1], 2), Lane::CatchingUp);
+        let configured = 8 << 20;
+        assert_eq!(fetch_max_bytes(configured, Lane::InSync, None), configured);
+        assert_eq!(
+            fetch_max_bytes(configured, Lane::CatchingUp, None),
+            CATCH_UP_FETCH_BYTES
+        );
+        assert_eq!(fetch_max_bytes(1000, Lane::CatchingUp, None), 1000);
+        let slow = crate::throttle::chunk_bytes(Some(100_000)) as u32;
+        assert!(slow < CATCH_UP_FETCH_BYTES);
+        assert_eq!(fetch_max_bytes(configured, Lane::CatchingUp, Some(100_000)), slow);
+        assert_eq!(fetch_max_bytes(configured, Lane::InSync, Some(100_000)), slow);
     }
 
     #[test]

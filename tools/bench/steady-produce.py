@@ -4,7 +4,8 @@ second of BYTES bytes to TOPIC, acks=all, one at a time on schedule (librdkafka,
 record's latency, send to acknowledgement, counts in the phase it was sent in: `idle` until the
 file DIR/drain exists, then `drain` until DIR/stop exists (or MAX_S seconds, a bound). Prints one
 JSON line: per phase the records acknowledged and their p50 and p99 in ms; and the records never
-acknowledged.
+acknowledged. Each acknowledged record's send time (s since the start), phase and latency (ms) go
+to DIR/latencies.csv, to line slow records up with the nodes' logs.
 
   steady-produce.py BOOTSTRAP TOPIC RATE BYTES DIR
 """
@@ -39,13 +40,16 @@ def main():
     )
     latencies = {"idle": [], "drain": []}
     errors = [0]
+    timeline = []
 
     def delivered(phase, sent):
         def callback(err, _msg):
             if err is not None:
                 errors[0] += 1
             else:
-                latencies[phase].append((time.monotonic() - sent) * 1000.0)
+                ms = (time.monotonic() - sent) * 1000.0
+                latencies[phase].append(ms)
+                timeline.append((sent - start, phase, ms))
 
         return callback
 
@@ -75,6 +79,10 @@ def main():
     out = {"errors": errors[0]}
     for name, xs in latencies.items():
         out[name] = {"count": len(xs), "p50_ms": quantile(xs, 0.5), "p99_ms": quantile(xs, 0.99)}
+    with open(os.path.join(folder, "latencies.csv"), "w") as f:
+        f.write("sent_s,phase,ms\n")
+        for sent_s, phase_, ms in timeline:
+            f.write(f"{sent_s:.4f},{phase_},{ms:.3f}\n")
     print(json.dumps(out))
 
 

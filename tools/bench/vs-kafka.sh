@@ -618,7 +618,7 @@ drain_bulk_start() { # bootstrap
 drain_bulk_wait() { poller_wait "$2"; }
 drain_plan_start() { # bootstrap
   "$bin/ferry" plan drain --bootstrap-server "$endpoints" --broker 3 --max-moves-into-broker "$DRAIN_CAP" \
-    --max-moves-out-of-broker "$DRAIN_CAP" >"$work/plan.out" 2>&1 || { cat "$work/plan.out" >&2; return 1; }
+    --max-moves-out-of-broker "$DRAIN_CAP" ${DRAIN_THROTTLE:+--throttle "$DRAIN_THROTTLE"} >"$work/plan.out" 2>&1 || { cat "$work/plan.out" >&2; return 1; }
   plan_id=$(sed -n 's/^Started plan \([0-9]*\);.*/\1/p' "$work/plan.out" | head -1)
   [ -n "$plan_id" ] || { cat "$work/plan.out" >&2; return 1; }
 }
