@@ -59,7 +59,9 @@
 #     DRAIN_IDLE_S (15) s idle, then through the drain; its p99 idle and during the drain, and
 #     the drain's time. `bulk`: every move at once with `kafka-reassign-partitions --execute`,
 #     unthrottled, on both systems. Ferry only, after the moves are put back: `ferry plan drain
-#     --broker 3` with DRAIN_CAP (4) moves into and out of each broker, then `undrain`;
+#     --broker 3` with DRAIN_CAP (4) moves into and out of each broker (and DRAIN_THROTTLE B/s
+#     if set), then `undrain`; each record's send time and latency go to the scratch dir's
+#     steady-*/latencies.csv (KEEP_WORK=1 keeps them);
 #   - memory: the summed RSS of the system's processes after the largest submit;
 #   - controller failover: SIGKILL of the active controller's process (Ferry's runs beside the
 #     Raft leader), then the time until a CreateTopics succeeds again through the survivors
@@ -81,7 +83,7 @@
 # Settings (environment): RECORDS, RECORD_BYTES, SIZES, API_SIZES, CANCEL, MOVE_MB, RATES, SYSTEMS ("kafka ferry"),
 # GROUP_ROWS ("consume stable commits failover"), GROUP_PROTOCOLS ("classic consumer"),
 # STABLE_MEMBERS, COMMIT_MEMBERS, COMMIT_SECONDS, COMPACT_MB, COMPACT_ROUNDS, DRAIN_MB,
-# DRAIN_PARTITIONS, DRAIN_RATE, DRAIN_IDLE_S, DRAIN_CAP,
+# DRAIN_PARTITIONS, DRAIN_RATE, DRAIN_IDLE_S, DRAIN_CAP, DRAIN_THROTTLE,
 # COMPLETE_TIMEOUT (seconds a submit may take to complete, 300), KAFKA_VERSION, KEEP_WORK=1 (keep
 # the scratch dir and the nodes' logs),
 # FERRY_BENCH_PORT, KAFKA_BASE_PORT, TMPDIR.
