@@ -106,12 +106,12 @@ type Call = (
 pub type PeerClient = BrokerClient<crate::controller_channels::Credentialed>;
 
 /// Which session of a broker pair a fetch goes on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
     /// The replica is in the ISR: its answers hold what producers wait on.
-    InSync,
+    InSync = 0,
     /// The replica is out of the ISR (a new replica of a move, or one that fell behind).
-    CatchingUp,
+    CatchingUp = 1,
 }
 
 impl Lane {
@@ -128,7 +128,8 @@ impl Lane {
 /// This broker's sessions as a follower, one per leader endpoint and lane.
 #[derive(Default)]
 pub struct FetchSessions {
-    sessions: Mutex<HashMap<(String, Lane), mpsc::UnboundedSender<Call>>>,
+    /// Per leader endpoint, its sessions indexed by [`Lane`].
+    sessions: Mutex<HashMap<String, [Option<mpsc::UnboundedSender<Call>>; 2]>>,
     /// The cluster credential a leader under an authorizer admits replication by.
     credential: std::sync::OnceLock<metastore::CredentialInterceptor>,
 }
@@ -153,7 +154,8 @@ impl FetchSessions {
 
     /// Sessions open now (ended ones are replaced on next use).
     pub fn open(&self) -> usize {
-        self.sessions.lock().values().filter(|s| !s.is_closed()).count()
+        let sessions = self.sessions.lock();
+        sessions.values().flatten().flatten().filter(|s| !s.is_closed()).count()
     }
 
     /// Calls to other brokers carry `credential` (the broker's metastore client's) from now on.
@@ -170,13 +172,19 @@ impl FetchSessions {
 
     fn session(&self, endpoint: &str, lane: Lane, channel: Channel) -> mpsc::UnboundedSender<Call> {
         let mut sessions = self.sessions.lock();
-        let key = (endpoint.to_string(), lane);
-        if let Some(s) = sessions.get(&key).filter(|s| !s.is_closed()) {
-            return s.clone();
+        // Looked up by `&str`: a fetch only allocates the key when it opens a leader's first session.
+        if let Some(s) = sessions.get(endpoint).and_then(|l| l[lane as usize].as_ref()) {
+            if !s.is_closed() {
+                return s.clone();
+            }
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(self.client(channel), rx));
-        sessions.insert(key, tx.clone());
+        if !sessions.contains_key(endpoint) {
+            sessions.insert(endpoint.to_string(), Default::default());
+        }
+        // Inserted just above when missing.
+        sessions.get_mut(endpoint).expect("the endpoint's entry exists")[lane as usize] = Some(tx.clone());
         tx
     }
 }

@@ -23,7 +23,7 @@ use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-use crate::tls::{read_keystore, read_truststore, Reloading, TlsError};
+use crate::tls::{read_truststore, Reloading, TlsError};
 
 /// What this process's channels trust and show.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,8 @@ pub fn client_config(files: &ClientTlsFiles) -> Result<Arc<ClientConfig>, TlsErr
         .with_root_certificates(roots);
     let mut config = match &files.keystore {
         Some(ks) => {
-            let (chain, key) = read_keystore(ks)?;
+            // The gRPC client's keystore is PEM with an unencrypted key.
+            let (chain, key) = crate::keystore::read(ks, &crate::keystore::KeystoreAccess::default())?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),

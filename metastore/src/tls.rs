@@ -14,7 +14,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-use crate::keystore::{self, Keys, KeystoreAccess};
+use crate::keystore::{self, KeystoreAccess};
 
 /// How often a listener looks for renewed certificate files.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
@@ -90,11 +90,6 @@ pub(crate) fn file_error(setting: &'static str, path: &Path, reason: impl ToStri
 #[allow(deprecated)]
 pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// The certificate chain and private key of a PEM keystore with an unencrypted key.
-pub(crate) fn read_keystore(path: &Path) -> Result<Keys, TlsError> {
-    keystore::read(path, &KeystoreAccess::default())
 }
 
 /// The CAs of a PEM truststore.
