@@ -23,15 +23,19 @@ use tokio_rustls::{client, server, TlsAcceptor, TlsConnector};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 
-use crate::tls::{read_truststore, Reloading, TlsError};
+use crate::keystore::KeystoreAccess;
+use crate::tls::{Reloading, TlsError};
+use crate::truststore::Truststore;
 
 /// What this process's channels trust and show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientTlsFiles {
-    /// PEM CAs that sign the servers' certificates (`ssl.truststore.location`).
-    pub truststore: PathBuf,
-    /// PEM certificate chain and key shown to a server that asks (`ssl.keystore.location`).
+    /// The CAs that sign the servers' certificates (`ssl.truststore.*`).
+    pub truststore: Truststore,
+    /// The certificate chain and key shown to a server that asks (`ssl.keystore.location`).
     pub keystore: Option<PathBuf>,
+    /// How to open the keystore (`ssl.keystore.type` and its passwords).
+    pub keystore_access: KeystoreAccess,
 }
 
 /// The process's client setting: none means plaintext.
@@ -70,14 +74,13 @@ pub fn client() -> Option<ClientTlsFiles> {
 
 /// The rustls client config `files` make: their CAs trusted, their certificate shown.
 pub fn client_config(files: &ClientTlsFiles) -> Result<Arc<ClientConfig>, TlsError> {
-    let roots = read_truststore(&files.truststore)?;
+    let roots = crate::truststore::read(&files.truststore)?;
     let builder = ClientConfig::builder_with_provider(crate::tls::provider())
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);
     let mut config = match &files.keystore {
         Some(ks) => {
-            // The gRPC client's keystore is PEM with an unencrypted key.
-            let (chain, key) = crate::keystore::read(ks, &crate::keystore::KeystoreAccess::default())?;
+            let (chain, key) = crate::keystore::read(ks, &files.keystore_access)?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),
@@ -190,6 +193,7 @@ pub fn node_client(files: &crate::tls::TlsFiles) -> Result<ClientTlsFiles, TlsEr
     let client = ClientTlsFiles {
         truststore,
         keystore: Some(files.keystore.clone()),
+        keystore_access: files.keystore_access.clone(),
     };
     client_config(&client)?;
     Ok(client)

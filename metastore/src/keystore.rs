@@ -1,8 +1,8 @@
 //! A listener's keystore in the formats Kafka reads, under Kafka's settings:
 //! `ssl.keystore.type` PEM (the certificate chain and a PKCS#8 private key, encrypted when
-//! `ssl.key.password` is set, as Kafka's PEM keystores are) or PKCS12 (opened with
-//! `ssl.keystore.password`, as Java's `keytool` writes it). JKS is refused with the command that
-//! converts it.
+//! `ssl.key.password` is set, as Kafka's PEM keystores are), PKCS12 (opened with
+//! `ssl.keystore.password`, as Java's `keytool` writes it) or JKS (Java's older format; its key
+//! opened with `ssl.key.password`, or the store's password when that is not set, as Java does).
 
 use std::fmt;
 use std::path::Path;
@@ -16,28 +16,38 @@ const KEYSTORE: &str = "ssl.keystore.location";
 const KEY_PASSWORD: &str = "ssl.key.password";
 const KEYSTORE_PASSWORD: &str = "ssl.keystore.password";
 
-/// `ssl.keystore.type`.
+pub mod jks;
+
+/// `ssl.keystore.type` and `ssl.truststore.type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KeystoreType {
-    /// PEM: certificates and a PKCS#8 private key, in one file.
+pub enum StoreType {
+    /// PEM: certificates, and for a keystore a PKCS#8 private key, in one file.
     #[default]
     Pem,
     /// PKCS#12, one password for the store and its key.
     Pkcs12,
+    /// Java's JKS.
+    Jks,
 }
 
-impl KeystoreType {
-    /// Kafka's spelling, in any case: `PEM` or `PKCS12`.
+impl StoreType {
+    /// Kafka's spelling, in any case: `PEM`, `PKCS12` or `JKS`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s.to_ascii_uppercase().as_str() {
             "PEM" => Ok(Self::Pem),
             "PKCS12" => Ok(Self::Pkcs12),
-            "JKS" => Err(
-                "JKS is not read; convert the keystore to PKCS12 with `keytool -importkeystore \
-                          -srckeystore FILE.jks -destkeystore FILE.p12 -deststoretype PKCS12`"
-                    .into(),
-            ),
-            _ => Err(format!("{s:?} is not one of PEM, PKCS12")),
+            "JKS" => Ok(Self::Jks),
+            _ => Err(format!("{s:?} is not one of PEM, PKCS12, JKS")),
+        }
+    }
+
+    /// The format a store's first bytes show: JKS's magic number, PKCS#12's DER sequence, or
+    /// else PEM. For a client config that names no type.
+    pub fn sniff(bytes: &[u8]) -> Self {
+        match bytes {
+            [0xFE, 0xED, 0xFE, 0xED, ..] => Self::Jks,
+            [0x30, ..] => Self::Pkcs12,
+            _ => Self::Pem,
         }
     }
 }
@@ -52,7 +62,7 @@ impl Password {
         Self(p.into())
     }
 
-    fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -67,11 +77,12 @@ impl fmt::Debug for Password {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct KeystoreAccess {
     /// `ssl.keystore.type`.
-    pub kind: KeystoreType,
-    /// `ssl.keystore.password`: a PKCS12 store's.
+    pub kind: StoreType,
+    /// `ssl.keystore.password`: a PKCS12 or JKS store's.
     pub keystore_password: Option<Password>,
-    /// `ssl.key.password`: a PEM store's encrypted private key's; a PKCS12 store's key uses the
-    /// store's password, and this must equal it when set.
+    /// `ssl.key.password`: a PEM store's encrypted private key's, or a JKS store's key's (the
+    /// store's password when not set); a PKCS12 store's key uses the store's password, and this
+    /// must equal it when set.
     pub key_password: Option<Password>,
 }
 
@@ -82,8 +93,9 @@ pub type Keys = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 pub fn read(path: &Path, access: &KeystoreAccess) -> Result<Keys, TlsError> {
     let bytes = std::fs::read(path).map_err(|e| file_error(KEYSTORE, path, e))?;
     let (chain, key) = match access.kind {
-        KeystoreType::Pem => pem(&bytes, path, access.key_password.as_ref())?,
-        KeystoreType::Pkcs12 => pkcs12(&bytes, path, access)?,
+        StoreType::Pem => pem(&bytes, path, access.key_password.as_ref())?,
+        StoreType::Pkcs12 => pkcs12(&bytes, path, access)?,
+        StoreType::Jks => jks_keys(&bytes, path, access)?,
     };
     if chain.is_empty() {
         return Err(file_error(KEYSTORE, path, "holds no certificate"));
@@ -166,6 +178,30 @@ fn pkcs12(bytes: &[u8], path: &Path, access: &KeystoreAccess) -> Result<Keys, Tl
         .collect();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(entry.key().to_vec()));
     Ok((chain, key))
+}
+
+/// The first private key entry of a JKS store, and its chain.
+fn jks_keys(bytes: &[u8], path: &Path, access: &KeystoreAccess) -> Result<Keys, TlsError> {
+    let password = access
+        .keystore_password
+        .as_ref()
+        .ok_or_else(|| file_error(KEYSTORE_PASSWORD, path, "a JKS keystore needs its password"))?;
+    let store = jks::parse(bytes, Some(password.expose())).map_err(|e| match e {
+        jks::JksError::Password => file_error(KEYSTORE_PASSWORD, path, e),
+        jks::JksError::Format(_) => file_error(KEYSTORE, path, e),
+    })?;
+    let entry = store
+        .keys
+        .first()
+        .ok_or_else(|| file_error(KEYSTORE, path, "holds no private key entry"))?;
+    let (setting, key_password) = match &access.key_password {
+        Some(k) => (KEY_PASSWORD, k),
+        None => (KEYSTORE_PASSWORD, password),
+    };
+    let key = jks::decrypt_key(&entry.protected_key, key_password.expose())
+        .map_err(|e| file_error(setting, path, format!("does not open the key {:?}: {e}", entry.alias)))?;
+    let chain = entry.chain.iter().map(|c| CertificateDer::from(c.clone())).collect();
+    Ok((chain, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key))))
 }
 
 #[cfg(test)]

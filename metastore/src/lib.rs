@@ -38,6 +38,7 @@ pub mod snapshot_store;
 pub mod staging;
 pub mod state_machine;
 pub mod tls;
+pub mod truststore;
 pub mod types;
 pub mod validate;
 pub mod watch;

@@ -1,7 +1,7 @@
 //! TLS for a listener (the Kafka listener's SSL and SASL_SSL, and the gRPC port), with Kafka's
 //! settings: a keystore (`ssl.keystore.location`: the certificate chain and its private key, in
-//! a format `keystore.rs` reads), a PEM truststore
-//! (`ssl.truststore.location`: the CAs that sign client certificates) and `ssl.client.auth`.
+//! a format `keystore.rs` reads), a truststore (`ssl.truststore.location`: the CAs that sign
+//! client certificates, in a format `truststore.rs` reads) and `ssl.client.auth`.
 //! The files are read again when they change, so a renewed certificate is served without a
 //! restart; a change that does not load is logged and the old one is kept.
 
@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::ServerConfig;
 
 use crate::keystore::{self, KeystoreAccess};
+use crate::truststore::Truststore;
 
 /// How often a listener looks for renewed certificate files.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
@@ -52,8 +52,8 @@ pub struct TlsFiles {
     pub keystore: PathBuf,
     /// `ssl.keystore.type` and the keystore's passwords (PEM without any by default).
     pub keystore_access: KeystoreAccess,
-    /// `ssl.truststore.location`: PEM CAs for client certificates.
-    pub truststore: Option<PathBuf>,
+    /// `ssl.truststore.*`: the CAs for client certificates.
+    pub truststore: Option<Truststore>,
     /// `ssl.client.auth`.
     pub client_auth: ClientAuth,
 }
@@ -92,22 +92,6 @@ pub(crate) fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The CAs of a PEM truststore.
-pub(crate) fn read_truststore(path: &Path) -> Result<RootCertStore, TlsError> {
-    let setting = "ssl.truststore.location";
-    let pem = std::fs::read(path).map_err(|e| file_error(setting, path, e))?;
-    let mut roots = RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&pem) {
-        roots
-            .add(c.map_err(|e| file_error(setting, path, e))?)
-            .map_err(|e| file_error(setting, path, e))?;
-    }
-    if roots.is_empty() {
-        return Err(file_error(setting, path, "holds no certificate"));
-    }
-    Ok(roots)
-}
-
 /// The server config the files make, offering no application protocol (Kafka's).
 pub fn load(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     load_with_alpn(files, Vec::new())
@@ -128,14 +112,16 @@ pub fn load_with_alpn(files: &TlsFiles, alpn: Vec<Vec<u8>>) -> Result<Arc<Server
             ))
         }
         (auth, Some(ts)) => {
-            let roots = read_truststore(ts)?;
+            let roots = crate::truststore::read(ts)?;
             let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
             let v = if auth == ClientAuth::Requested {
                 v.allow_unauthenticated()
             } else {
                 v
             };
-            let v = v.build().map_err(|e| file_error("ssl.truststore.location", ts, e))?;
+            let v = v
+                .build()
+                .map_err(|e| file_error("ssl.truststore.location", &ts.location, e))?;
             builder.with_client_cert_verifier(v)
         }
     };
@@ -235,7 +221,7 @@ pub struct Reloading {
 /// for file times is coarse), where its bytes do change.
 fn stamps(files: &TlsFiles) -> Contents {
     std::iter::once(&files.keystore)
-        .chain(files.truststore.iter())
+        .chain(files.truststore.iter().map(|t| &t.location))
         .map(|p| std::fs::read(p).ok())
         .collect()
 }

@@ -5,6 +5,7 @@ pub mod data;
 pub mod dev;
 pub mod fault_client;
 pub mod history;
+pub mod java_stores;
 pub mod kafka;
 pub mod kafka_zk;
 pub mod linearizable;

@@ -4,12 +4,14 @@
 //! `client.properties`; a plaintext caller, one that shows no certificate and one that trusts
 //! another CA are refused. Under the authorizer the certificate names the caller: alice, a
 //! super user, lists topics; bob is refused by name. The HTTP port serves metrics over HTTPS
-//! with the same certificate. Renewed certificate files are taken without a restart.
+//! with the same certificate. Renewed certificate files are taken without a restart. One node
+//! and one CLI config read the certificates from Java's JKS and PKCS12 stores.
 
 use std::path::Path;
 use std::time::Duration;
 
 use metastore::grpc_tls::ClientTlsFiles;
+use metastore::truststore::Truststore;
 
 /// `ferry certs` into `dir`: ca.pem, server.pem (the nodes'), alice.pem and bob.pem (clients').
 fn certs(dir: &Path) {
@@ -49,8 +51,9 @@ fn properties(dir: &Path, name: &str, ca: &Path, cert: Option<&str>) -> String {
 async fn https_get(addr: &str, ca: &Path, path: &str) -> std::io::Result<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let files = ClientTlsFiles {
-        truststore: ca.to_path_buf(),
+        truststore: Truststore::pem(ca),
         keystore: None,
+        keystore_access: Default::default(),
     };
     let config = metastore::grpc_tls::client_config(&files).map_err(std::io::Error::other)?;
     let tcp = tokio::net::TcpStream::connect(addr).await?;
@@ -84,14 +87,37 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path().join("pki");
     certs(&pki);
+    let java = tests::java_stores::convert(&pki);
     let (ca, server) = (pki.join("ca.pem"), pki.join("server.pem"));
     let peers = tests::loopback_peers(3);
     let quorum: Vec<String> = peers.values().cloned().collect();
-    let tls_args = [
+    // Node 2 reads the same certificates from Java's stores: a JKS keystore whose key has its
+    // own password, and a PKCS12 truststore.
+    let pem_stores = [
         "--grpc-ssl-keystore-location",
         &server.display().to_string(),
         "--grpc-ssl-truststore-location",
         &ca.display().to_string(),
+    ]
+    .map(String::from);
+    let java_stores = [
+        "--grpc-ssl-keystore-type",
+        "JKS",
+        "--grpc-ssl-keystore-location",
+        &java.server_jks,
+        "--grpc-ssl-keystore-password",
+        tests::java_stores::SECRET,
+        "--grpc-ssl-key-password",
+        tests::java_stores::KEY_SECRET,
+        "--grpc-ssl-truststore-type",
+        "PKCS12",
+        "--grpc-ssl-truststore-location",
+        &java.trust_p12,
+        "--grpc-ssl-truststore-password",
+        tests::java_stores::SECRET,
+    ]
+    .map(String::from);
+    let tls_args = [
         "--grpc-ssl-client-auth",
         "required",
         "--authorizer",
@@ -104,8 +130,11 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     let mut nodes: Vec<tests::ProcNode> = peers
         .iter()
         .map(|(id, addr)| {
-            let n =
-                tests::ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false).with_args(&tls_args);
+            let stores = if *id == 2 { &java_stores[..] } else { &pem_stores[..] };
+            let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+            let n = tests::ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false)
+                .with_args(&stores)
+                .with_args(&tls_args);
             if *id == 1 {
                 n.with_args(&["--http-listen", &http])
             } else {
@@ -119,8 +148,9 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
 
     // This process's channels trust the CA and show alice's certificate.
     metastore::grpc_tls::set_client(Some(ClientTlsFiles {
-        truststore: ca.clone(),
+        truststore: Truststore::pem(&ca),
         keystore: Some(pki.join("alice.pem")),
+        keystore_access: Default::default(),
     }));
     let meta = metastore::Client::new(&quorum).unwrap();
     tests::wait_until(Duration::from_secs(60), "the quorum forms over TLS", || {
@@ -180,6 +210,23 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     let good = properties(&pki, "alice.properties", &ca, Some("alice"));
     let (code, out, err) = kv_get(Some(good.as_str()));
     assert_eq!(code, 0, "the CLI with alice's certificate: {out}{err}");
+    assert!(out.contains('1'), "{out}");
+    // The same from Java's stores: a JKS truststore that names no type (read as its bytes show)
+    // and alice's PKCS12 keystore.
+    let java_config = pki.join("alice-java.properties");
+    std::fs::write(
+        &java_config,
+        format!(
+            "security.protocol=SSL\nssl.truststore.location={}\nssl.keystore.type=PKCS12\n\
+             ssl.keystore.location={}\nssl.keystore.password={}\n",
+            java.trust_jks,
+            java.alice_p12,
+            tests::java_stores::SECRET
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = kv_get(Some(&java_config.display().to_string()));
+    assert_eq!(code, 0, "the CLI with alice's Java stores: {out}{err}");
     assert!(out.contains('1'), "{out}");
     // Metrics over HTTPS, with the gRPC port's certificate.
     let page = https_get(&http, &ca, "/metrics").await.expect("metrics over HTTPS");

@@ -7,19 +7,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use metastore::keystore::{self, KeystoreAccess, KeystoreType, Password};
+use metastore::keystore::{self, KeystoreAccess, Password, StoreType};
+use tests::java_stores::ok;
 use tests::kafka::run;
 
 const SECRET: &str = "keystore-secret";
-
-fn ok(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// `ferry certs`' CA and server keystore, and the same certificate and key in Kafka's other
 /// keystore formats, as `openssl` and `keytool` write them.
@@ -89,7 +81,7 @@ fn keystores(dir: &Path) -> Stores {
     }
 }
 
-fn access(kind: KeystoreType, keystore: Option<&str>, key: Option<&str>) -> KeystoreAccess {
+fn access(kind: StoreType, keystore: Option<&str>, key: Option<&str>) -> KeystoreAccess {
     KeystoreAccess {
         kind,
         keystore_password: keystore.map(Password::new),
@@ -105,9 +97,9 @@ fn every_format_yields_the_same_certificate_and_key_and_bad_passwords_name_their
     let err = |path: &str, a: KeystoreAccess| read(path, a).map(|_| ()).unwrap_err().to_string();
     let (chain, key) = read(&k.plain, KeystoreAccess::default()).unwrap();
     let cases = [
-        (&k.encrypted, access(KeystoreType::Pem, None, Some(SECRET))),
-        (&k.openssl_p12, access(KeystoreType::Pkcs12, Some(SECRET), None)),
-        (&k.keytool_p12, access(KeystoreType::Pkcs12, Some(SECRET), Some(SECRET))),
+        (&k.encrypted, access(StoreType::Pem, None, Some(SECRET))),
+        (&k.openssl_p12, access(StoreType::Pkcs12, Some(SECRET), None)),
+        (&k.keytool_p12, access(StoreType::Pkcs12, Some(SECRET), Some(SECRET))),
     ];
     for (path, a) in cases {
         let (c, kk) = read(path, a).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -115,28 +107,28 @@ fn every_format_yields_the_same_certificate_and_key_and_bad_passwords_name_their
         assert_eq!(kk.secret_der(), key.secret_der(), "{path}");
     }
 
-    let e = err(&k.encrypted, access(KeystoreType::Pem, None, Some("wrong")));
+    let e = err(&k.encrypted, access(StoreType::Pem, None, Some("wrong")));
     assert!(
         e.starts_with("ssl.key.password ") && e.contains("does not decrypt"),
         "{e}"
     );
-    let e = err(&k.encrypted, access(KeystoreType::Pem, None, None));
+    let e = err(&k.encrypted, access(StoreType::Pem, None, None));
     assert!(
         e.contains("ssl.key.password") && e.contains("is encrypted and no password is set"),
         "{e}"
     );
-    let e = err(&k.plain, access(KeystoreType::Pem, None, Some(SECRET)));
+    let e = err(&k.plain, access(StoreType::Pem, None, Some(SECRET)));
     assert!(e.contains("ssl.key.password") && e.contains("not encrypted"), "{e}");
     for p12 in [&k.openssl_p12, &k.keytool_p12] {
-        let e = err(p12, access(KeystoreType::Pkcs12, Some("wrong"), None));
+        let e = err(p12, access(StoreType::Pkcs12, Some("wrong"), None));
         assert!(e.starts_with("ssl.keystore.password "), "{e}");
-        let e = err(p12, access(KeystoreType::Pkcs12, None, None));
+        let e = err(p12, access(StoreType::Pkcs12, None, None));
         assert!(e.contains("a PKCS12 keystore needs its password"), "{e}");
-        let e = err(p12, access(KeystoreType::Pkcs12, Some(SECRET), Some("other")));
+        let e = err(p12, access(StoreType::Pkcs12, Some(SECRET), Some("other")));
         assert!(e.starts_with("ssl.key.password ") && e.contains("differs"), "{e}");
     }
     // A PEM file read as PKCS12, and the reverse.
-    let e = err(&k.plain, access(KeystoreType::Pkcs12, Some(SECRET), None));
+    let e = err(&k.plain, access(StoreType::Pkcs12, Some(SECRET), None));
     assert!(e.starts_with("ssl.keystore.password "), "{e}");
     let e = err(&k.keytool_p12, KeystoreAccess::default());
     assert!(e.starts_with("ssl.keystore.location "), "{e}");
@@ -174,8 +166,18 @@ async fn a_keytool_pkcs12_keystore_serves_ssl_and_bad_passwords_stop_the_node_na
         err.contains("ssl.key.password") && err.contains("does not decrypt"),
         "{err}"
     );
-    let err = refused(&["--ssl-keystore-type", "JKS", "--ssl-keystore-location", &p12]);
-    assert!(err.contains("--ssl-keystore-type: JKS is not read"), "{err}");
+    let err = refused(&[
+        "--ssl-keystore-type",
+        "JKS",
+        "--ssl-keystore-location",
+        &p12,
+        "--ssl-keystore-password",
+        SECRET,
+    ]);
+    assert!(
+        err.contains("ssl.keystore.location") && err.contains("is not a JKS keystore"),
+        "{err}"
+    );
     assert!(!data.exists(), "a refused node wrote its data dir");
 
     // Half the brokers serve the keytool store, half the encrypted PEM one: kcat trusts the CA

@@ -131,7 +131,7 @@ mod tests {
         let files = metastore::tls::TlsFiles {
             keystore: f.server.clone(),
             keystore_access: Default::default(),
-            truststore: Some(f.ca.clone()),
+            truststore: Some(metastore::truststore::Truststore::pem(f.ca.clone())),
             client_auth: metastore::tls::ClientAuth::Required,
         };
         metastore::tls::load(&files).expect("the server's files load");

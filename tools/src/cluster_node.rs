@@ -243,7 +243,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
         // The gRPC port's certificate, when it has one; browsers and scrapers show none.
         let tls = o.grpc_tls.as_ref().map(|f| metastore::tls::TlsFiles {
             keystore: f.keystore.clone(),
-            keystore_access: Default::default(),
+            keystore_access: f.keystore_access.clone(),
             truststore: None,
             client_auth: metastore::tls::ClientAuth::None,
         });

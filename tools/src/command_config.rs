@@ -2,12 +2,16 @@
 //! (`client.properties`) names the user the `ferry` commands log in as: the username and
 //! password of its `sasl.jaas.config`; with `security.protocol` SSL or SASL_SSL, the commands
 //! also reach the gRPC port over TLS, trusting its `ssl.truststore.location` and showing its
-//! `ssl.keystore.location`, if any (PEM files).
+//! `ssl.keystore.location`, if any, in PEM, PKCS12 or JKS (`ssl.*.type`, and when that is not
+//! set, the format the file's first bytes show: Kafka would take JKS), opened with
+//! `ssl.truststore.password`, `ssl.keystore.password` and `ssl.key.password`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
+use metastore::keystore::{KeystoreAccess, Password, StoreType};
+use metastore::truststore::Truststore;
 
 /// Reads Java properties: `key=value` or `key: value` lines, `#` and `!` comments, and lines
 /// continued by a final backslash.
@@ -52,29 +56,49 @@ pub fn read_tls(path: &Path) -> anyhow::Result<Option<metastore::grpc_tls::Clien
     if !matches!(protocol.as_deref(), Some("SSL" | "SASL_SSL")) {
         return Ok(None);
     }
-    if let Some(t) = props
-        .get("ssl.truststore.type")
-        .filter(|t| !t.eq_ignore_ascii_case("PEM"))
-    {
-        anyhow::bail!(
-            "--command-config {}: ssl.truststore.type {t}: ferry reads PEM truststores only (or give \
-             --grpc-plaintext if the cluster's gRPC port does not use TLS)",
-            path.display()
-        );
-    }
-    let truststore = props.get("ssl.truststore.location").ok_or_else(|| {
+    let location = props.get("ssl.truststore.location").ok_or_else(|| {
         anyhow!(
-            "--command-config {}: security.protocol {} needs ssl.truststore.location (a PEM file of CAs)",
+            "--command-config {}: security.protocol {} needs ssl.truststore.location (the CAs)",
             path.display(),
             protocol.unwrap_or_default()
         )
     })?;
+    let password = |key: &str| props.get(key).map(|p| Password::new(p.as_str()));
+    let keystore = props.get("ssl.keystore.location").map(PathBuf::from);
     let files = metastore::grpc_tls::ClientTlsFiles {
-        truststore: truststore.into(),
-        keystore: props.get("ssl.keystore.location").map(Into::into),
+        truststore: Truststore {
+            location: location.into(),
+            kind: store_type(&props, "ssl.truststore.type", Path::new(location))
+                .map_err(|e| anyhow!("--command-config {}: {e}", path.display()))?,
+            password: password("ssl.truststore.password"),
+        },
+        keystore_access: KeystoreAccess {
+            kind: match &keystore {
+                Some(k) => store_type(&props, "ssl.keystore.type", k)
+                    .map_err(|e| anyhow!("--command-config {}: {e}", path.display()))?,
+                None => StoreType::Pem,
+            },
+            keystore_password: password("ssl.keystore.password"),
+            key_password: password("ssl.key.password"),
+        },
+        keystore,
     };
     metastore::grpc_tls::client_config(&files).map_err(|e| anyhow!("--command-config {}: {e}", path.display()))?;
     Ok(Some(files))
+}
+
+/// The store type `key` names, or else the one `file`'s first bytes show.
+fn store_type(props: &BTreeMap<String, String>, key: &str, file: &Path) -> Result<StoreType, String> {
+    match props.get(key) {
+        Some(t) => StoreType::parse(t).map_err(|e| format!("{key}: {e}")),
+        None => {
+            let mut head = [0u8; 4];
+            let n = std::fs::File::open(file)
+                .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            Ok(StoreType::sniff(&head[..n]))
+        }
+    }
 }
 
 /// The user and password a client config logs in with; none for a config without SASL (plain

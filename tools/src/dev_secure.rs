@@ -10,6 +10,7 @@ use anyhow::Context;
 use broker::auth::ListenerSecurity;
 use broker::sasl::Mechanism;
 use metastore::tls::{ClientAuth, TlsFiles};
+use metastore::truststore::Truststore;
 
 /// The super user of a secure dev cluster.
 pub const ADMIN: &str = "admin";
@@ -85,7 +86,7 @@ impl Secure {
             tls: Some(TlsFiles {
                 keystore: self.certs.server.clone(),
                 keystore_access: Default::default(),
-                truststore: Some(self.certs.ca.clone()),
+                truststore: Some(Truststore::pem(self.certs.ca.clone())),
                 client_auth: ClientAuth::None,
             }),
             ..Default::default()
@@ -102,7 +103,7 @@ impl Secure {
         TlsFiles {
             keystore: certs.server.clone(),
             keystore_access: Default::default(),
-            truststore: Some(certs.ca.clone()),
+            truststore: Some(Truststore::pem(certs.ca.clone())),
             client_auth: ClientAuth::Requested,
         }
     }

@@ -13,6 +13,7 @@ mod group_consume;
 mod group_plan;
 mod kafka_client;
 mod kv;
+mod listener_config;
 mod listeners;
 mod log_dirs;
 mod members;

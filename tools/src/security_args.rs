@@ -1,17 +1,22 @@
 //! The Kafka listeners' security flags, under Kafka's config names: the security protocol,
 //! `sasl.enabled.mechanisms`, the authorizer, `super.users`,
 //! `allow.everyone.if.no.acl.found`, `connections.max.reauth.ms` and
-//! `connection.failed.authentication.delay.ms`, and the TLS certificates. Flags and FERRY_*
-//! variables only (not the config file).
+//! `connection.failed.authentication.delay.ms`, and the TLS certificates, shared by the
+//! listeners or set per listener (`--listener-config`, Kafka's `listener.name.NAME.` settings).
+//! Flags and FERRY_* variables only (not the config file).
 
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
+use broker::auth::ListenerOverride;
 use broker::auth::{ListenerSecurity, SecurityProtocol};
+use broker::sasl::Mechanism;
 use clap::Args;
-use metastore::keystore::{KeystoreAccess, KeystoreType, Password};
+use metastore::keystore::{KeystoreAccess, Password, StoreType};
 use metastore::tls::{ClientAuth, TlsFiles};
+use metastore::truststore::Truststore;
 
+use crate::listener_config::{ListenerConfig, Setting};
 use crate::listeners::ListenerSpec;
 
 /// The Kafka listener's security.
@@ -56,24 +61,116 @@ pub struct SecurityArgs {
     /// read again when it changes.
     #[arg(long, env = "FERRY_SSL_KEYSTORE_LOCATION")]
     pub ssl_keystore_location: Option<std::path::PathBuf>,
-    /// PEM or PKCS12: the format of --ssl-keystore-location (ssl.keystore.type). JKS is not
-    /// read; `keytool -importkeystore -deststoretype PKCS12` converts it.
+    /// PEM, PKCS12 or JKS: the format of --ssl-keystore-location (ssl.keystore.type).
     #[arg(long, default_value = "PEM", env = "FERRY_SSL_KEYSTORE_TYPE")]
     pub ssl_keystore_type: String,
-    /// The PKCS12 keystore's password (ssl.keystore.password). A flag's value shows in the
+    /// The PKCS12 or JKS keystore's password (ssl.keystore.password). A flag's value shows in the
     /// process list: prefer the variable.
     #[arg(long, env = "FERRY_SSL_KEYSTORE_PASSWORD", hide_env_values = true)]
     pub ssl_keystore_password: Option<String>,
-    /// The password of a PEM keystore's encrypted PKCS#8 private key (ssl.key.password). A
-    /// flag's value shows in the process list: prefer the variable.
+    /// The password of a PEM keystore's encrypted PKCS#8 private key, or of a JKS keystore's key
+    /// when it differs from the store's (ssl.key.password). A flag's value shows in the process
+    /// list: prefer the variable.
     #[arg(long, env = "FERRY_SSL_KEY_PASSWORD", hide_env_values = true)]
     pub ssl_key_password: Option<String>,
-    /// PEM file with the CAs that sign client certificates (ssl.truststore.location).
+    /// The CAs that sign client certificates (ssl.truststore.location).
     #[arg(long, env = "FERRY_SSL_TRUSTSTORE_LOCATION")]
     pub ssl_truststore_location: Option<std::path::PathBuf>,
+    /// PEM, PKCS12 or JKS: the format of --ssl-truststore-location (ssl.truststore.type).
+    #[arg(long, default_value = "PEM", env = "FERRY_SSL_TRUSTSTORE_TYPE")]
+    pub ssl_truststore_type: String,
+    /// The truststore's password (ssl.truststore.password); a JKS store without one is read
+    /// without its integrity check, as Java reads it.
+    #[arg(long, env = "FERRY_SSL_TRUSTSTORE_PASSWORD", hide_env_values = true)]
+    pub ssl_truststore_password: Option<String>,
     /// required, requested or none (ssl.client.auth).
     #[arg(long, default_value = "none", env = "FERRY_SSL_CLIENT_AUTH")]
     pub ssl_client_auth: String,
+    /// One listener's own setting, as Kafka names it: `listener.name.NAME.SETTING=VALUE`, where
+    /// SETTING is an ssl.* setting above or sasl.enabled.mechanisms; repeat for each. In the
+    /// variable, one per line.
+    #[arg(long, env = "FERRY_LISTENER_CONFIG", value_delimiter = '\n', hide_env_values = true)]
+    pub listener_config: Vec<String>,
+}
+
+/// Where a listener's settings come from: its own (`--listener-config`), else the shared flags.
+struct Lookup<'a> {
+    args: &'a SecurityArgs,
+    own: Option<(&'a str, &'a std::collections::BTreeMap<Setting, String>)>,
+}
+
+impl Lookup<'_> {
+    /// The value of `setting` and the name an error about it uses.
+    fn get(&self, setting: Setting) -> (Option<String>, String) {
+        if let Some((listener, own)) = self.own {
+            if let Some(v) = own.get(&setting) {
+                return (Some(v.clone()), setting.prefixed(listener));
+            }
+        }
+        let a = self.args;
+        let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        let value = match setting {
+            Setting::KeystoreLocation => path(&a.ssl_keystore_location),
+            Setting::KeystoreType => Some(a.ssl_keystore_type.clone()),
+            Setting::KeystorePassword => a.ssl_keystore_password.clone(),
+            Setting::KeyPassword => a.ssl_key_password.clone(),
+            Setting::TruststoreLocation => path(&a.ssl_truststore_location),
+            Setting::TruststoreType => Some(a.ssl_truststore_type.clone()),
+            Setting::TruststorePassword => a.ssl_truststore_password.clone(),
+            Setting::ClientAuth => Some(a.ssl_client_auth.clone()),
+            Setting::Mechanisms => Some(a.sasl_enabled_mechanisms.clone()),
+        };
+        (value, setting.flag())
+    }
+
+    /// Whether the listener sets any TLS setting of its own.
+    fn own_tls(&self) -> bool {
+        self.own
+            .is_some_and(|(_, own)| own.keys().any(|s| *s != Setting::Mechanisms))
+    }
+
+    fn mechanisms(&self) -> anyhow::Result<Vec<Mechanism>> {
+        let (v, name) = self.get(Setting::Mechanisms);
+        ListenerSecurity::parse_mechanisms(&v.unwrap_or_default()).map_err(|e| anyhow!("{name}: {e}"))
+    }
+
+    /// The certificates these settings name, checked to load; none without a keystore.
+    fn tls(&self) -> anyhow::Result<Option<TlsFiles>> {
+        let (Some(keystore), _) = self.get(Setting::KeystoreLocation) else {
+            return Ok(None);
+        };
+        let parsed = |s: Setting| -> anyhow::Result<StoreType> {
+            let (v, name) = self.get(s);
+            StoreType::parse(&v.unwrap_or_default()).map_err(|e| anyhow!("{name}: {e}"))
+        };
+        let password = |s: Setting| self.get(s).0.map(Password::new);
+        let (auth, auth_name) = self.get(Setting::ClientAuth);
+        let client_auth = ClientAuth::parse(&auth.unwrap_or_default()).map_err(|e| anyhow!("{auth_name}: {e}"))?;
+        let truststore = match self.get(Setting::TruststoreLocation).0 {
+            Some(location) => Some(Truststore {
+                location: location.into(),
+                kind: parsed(Setting::TruststoreType)?,
+                password: password(Setting::TruststorePassword),
+            }),
+            None => None,
+        };
+        let files = TlsFiles {
+            keystore: keystore.into(),
+            keystore_access: KeystoreAccess {
+                kind: parsed(Setting::KeystoreType)?,
+                keystore_password: password(Setting::KeystorePassword),
+                key_password: password(Setting::KeyPassword),
+            },
+            truststore,
+            client_auth,
+        };
+        // Loaded once here so that a bad file stops the node at start, naming it.
+        metastore::tls::load(&files).map_err(|e| match self.own {
+            Some((listener, _)) => anyhow!("listener {listener}: {e}"),
+            None => anyhow!("{e}"),
+        })?;
+        Ok(Some(files))
+    }
 }
 
 impl SecurityArgs {
@@ -82,51 +179,65 @@ impl SecurityArgs {
         SecurityProtocol::parse(&self.kafka_security_protocol).map_err(|e| anyhow!("--kafka-security-protocol: {e}"))
     }
 
-    /// The keystore's type and passwords.
-    fn keystore_access(&self) -> anyhow::Result<KeystoreAccess> {
-        Ok(KeystoreAccess {
-            kind: KeystoreType::parse(&self.ssl_keystore_type).map_err(|e| anyhow!("--ssl-keystore-type: {e}"))?,
-            keystore_password: self.ssl_keystore_password.clone().map(Password::new),
-            key_password: self.ssl_key_password.clone().map(Password::new),
-        })
-    }
-
-    /// The settings the Kafka `listeners` share, each bad value refused naming its flag.
+    /// The settings of the Kafka `listeners`, shared and each one's own, each bad value refused
+    /// naming its flag or setting.
     pub fn settings(&self, listeners: &[ListenerSpec]) -> anyhow::Result<ListenerSecurity> {
-        let mechanisms = ListenerSecurity::parse_mechanisms(&self.sasl_enabled_mechanisms)
-            .map_err(|e| anyhow!("--sasl-enabled-mechanisms: {e}"))?;
-        if let Some(l) = listeners.iter().find(|l| l.protocol.sasl()) {
-            if mechanisms.is_empty() {
+        let names: Vec<&str> = listeners.iter().map(|l| l.name.as_str()).collect();
+        let config =
+            ListenerConfig::parse(&self.listener_config, &names).map_err(|e| anyhow!("--listener-config: {e}"))?;
+        let shared = Lookup { args: self, own: None };
+        let mechanisms = shared.mechanisms()?;
+        let tls_listeners = listeners.iter().filter(|l| l.protocol.tls()).count();
+        let tls = match tls_listeners {
+            0 if self.ssl_keystore_location.is_some() => {
+                bail!("--ssl-keystore-location: no Kafka listener is SSL or SASL_SSL")
+            }
+            0 => None,
+            _ => shared.tls()?,
+        };
+        let mut overrides = std::collections::BTreeMap::new();
+        for l in listeners {
+            let own = config.of(&l.name);
+            let lookup = Lookup {
+                args: self,
+                own: own.map(|o| (l.name.as_str(), o)),
+            };
+            if let Some(setting) = own.and_then(|o| o.keys().find(|s| !s.applies_to(l.protocol))) {
                 bail!(
-                    "--sasl-enabled-mechanisms: listener {} uses SASL and needs at least one mechanism",
+                    "--listener-config: {}: listener {} is {} and does not use it",
+                    setting.prefixed(&l.name),
+                    l.name,
+                    l.protocol.name()
+                );
+            }
+            let o = ListenerOverride {
+                mechanisms: own
+                    .filter(|o| o.contains_key(&Setting::Mechanisms))
+                    .map(|_| lookup.mechanisms())
+                    .transpose()?,
+                tls: if lookup.own_tls() { lookup.tls()? } else { None },
+            };
+            let offered = o.mechanisms.as_deref().unwrap_or(&mechanisms);
+            if l.protocol.sasl() && offered.is_empty() {
+                bail!(
+                    "{}: listener {} uses SASL and needs at least one mechanism",
+                    lookup.get(Setting::Mechanisms).1,
                     l.name
                 );
+            }
+            if l.protocol.tls() && o.tls.is_none() && tls.is_none() {
+                bail!(
+                    "--ssl-keystore-location: listener {} is {} and needs a certificate",
+                    l.name,
+                    l.protocol.name()
+                );
+            }
+            if o != ListenerOverride::default() {
+                overrides.insert(l.name.clone(), o);
             }
         }
         let super_users =
             ListenerSecurity::parse_super_users(&self.super_users).map_err(|e| anyhow!("--super-users: {e}"))?;
-        let client_auth = ClientAuth::parse(&self.ssl_client_auth).map_err(|e| anyhow!("--ssl-client-auth: {e}"))?;
-        let tls_listener = listeners.iter().find(|l| l.protocol.tls());
-        let tls = match (&self.ssl_keystore_location, tls_listener) {
-            (Some(keystore), Some(_)) => {
-                let files = TlsFiles {
-                    keystore: keystore.clone(),
-                    keystore_access: self.keystore_access()?,
-                    truststore: self.ssl_truststore_location.clone(),
-                    client_auth,
-                };
-                // Loaded once here so that a bad file stops the node at start, naming it.
-                metastore::tls::load(&files).map_err(|e| anyhow!("{e}"))?;
-                Some(files)
-            }
-            (None, Some(l)) => bail!(
-                "--ssl-keystore-location: listener {} is {} and needs a certificate",
-                l.name,
-                l.protocol.name()
-            ),
-            (Some(_), None) => bail!("--ssl-keystore-location: no Kafka listener is SSL or SASL_SSL"),
-            (None, None) => None,
-        };
         Ok(ListenerSecurity {
             mechanisms,
             authorizer: self.authorizer,
@@ -136,6 +247,7 @@ impl SecurityArgs {
                 .then(|| Duration::from_millis(self.connections_max_reauth_ms)),
             failed_authentication_delay: Duration::from_millis(self.connection_failed_authentication_delay_ms),
             tls,
+            overrides,
         })
     }
 }
@@ -144,14 +256,29 @@ impl SecurityArgs {
 /// channels to its peers (which show its certificate, for mutual TLS).
 #[derive(Args, Debug, Clone)]
 pub struct GrpcTlsArgs {
-    /// PEM file with the gRPC port's certificate chain and private key; the node shows it to
-    /// peers too, so it should allow client authentication. The HTTP port (metrics and the
-    /// console) serves HTTPS with it. Read again when it changes.
+    /// The gRPC port's certificate chain and private key; the node shows it to peers too, so
+    /// it should allow client authentication. The HTTP port (metrics and the console) serves
+    /// HTTPS with it. Read again when it changes.
     #[arg(long, env = "FERRY_GRPC_SSL_KEYSTORE_LOCATION")]
     pub grpc_ssl_keystore_location: Option<std::path::PathBuf>,
-    /// PEM file with the CAs that sign the peers' and clients' certificates.
+    /// PEM, PKCS12 or JKS: the format of --grpc-ssl-keystore-location.
+    #[arg(long, default_value = "PEM", env = "FERRY_GRPC_SSL_KEYSTORE_TYPE")]
+    pub grpc_ssl_keystore_type: String,
+    /// The gRPC keystore's password (PKCS12 or JKS).
+    #[arg(long, env = "FERRY_GRPC_SSL_KEYSTORE_PASSWORD", hide_env_values = true)]
+    pub grpc_ssl_keystore_password: Option<String>,
+    /// The gRPC keystore's private key's password (an encrypted PEM key, or a JKS key's own).
+    #[arg(long, env = "FERRY_GRPC_SSL_KEY_PASSWORD", hide_env_values = true)]
+    pub grpc_ssl_key_password: Option<String>,
+    /// The CAs that sign the peers' and clients' certificates.
     #[arg(long, env = "FERRY_GRPC_SSL_TRUSTSTORE_LOCATION")]
     pub grpc_ssl_truststore_location: Option<std::path::PathBuf>,
+    /// PEM, PKCS12 or JKS: the format of --grpc-ssl-truststore-location.
+    #[arg(long, default_value = "PEM", env = "FERRY_GRPC_SSL_TRUSTSTORE_TYPE")]
+    pub grpc_ssl_truststore_type: String,
+    /// The gRPC truststore's password.
+    #[arg(long, env = "FERRY_GRPC_SSL_TRUSTSTORE_PASSWORD", hide_env_values = true)]
+    pub grpc_ssl_truststore_password: Option<String>,
     /// required, requested or none: whether callers of the gRPC port show a certificate.
     #[arg(long, default_value = "requested", env = "FERRY_GRPC_SSL_CLIENT_AUTH")]
     pub grpc_ssl_client_auth: String,
@@ -168,10 +295,23 @@ impl GrpcTlsArgs {
         };
         let client_auth =
             ClientAuth::parse(&self.grpc_ssl_client_auth).map_err(|e| anyhow!("--grpc-ssl-client-auth: {e}"))?;
+        let kind = |flag: &str, v: &str| StoreType::parse(v).map_err(|e| anyhow!("{flag}: {e}"));
+        let truststore = match &self.grpc_ssl_truststore_location {
+            Some(location) => Some(Truststore {
+                location: location.clone(),
+                kind: kind("--grpc-ssl-truststore-type", &self.grpc_ssl_truststore_type)?,
+                password: self.grpc_ssl_truststore_password.clone().map(Password::new),
+            }),
+            None => None,
+        };
         let files = TlsFiles {
             keystore: keystore.clone(),
-            keystore_access: Default::default(),
-            truststore: self.grpc_ssl_truststore_location.clone(),
+            keystore_access: KeystoreAccess {
+                kind: kind("--grpc-ssl-keystore-type", &self.grpc_ssl_keystore_type)?,
+                keystore_password: self.grpc_ssl_keystore_password.clone().map(Password::new),
+                key_password: self.grpc_ssl_key_password.clone().map(Password::new),
+            },
+            truststore,
             client_auth,
         };
         metastore::tls::load(&files).map_err(|e| anyhow!("--grpc-ssl-*: {e}"))?;

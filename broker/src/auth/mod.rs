@@ -8,7 +8,7 @@ pub mod grpc_rules;
 pub mod session;
 pub mod view;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::sasl::Mechanism;
@@ -65,8 +65,19 @@ impl SecurityProtocol {
     }
 }
 
+/// What one listener sets for itself (Kafka's `listener.name.NAME.` settings), in place of
+/// the shared ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListenerOverride {
+    /// Its `sasl.enabled.mechanisms`.
+    pub mechanisms: Option<Vec<Mechanism>>,
+    /// Its certificates, every `ssl.*` setting resolved (its own, else the shared one).
+    pub tls: Option<metastore::tls::TlsFiles>,
+}
+
 /// The security settings a broker's Kafka listeners share, under Kafka's config names (each
-/// listener's protocol is its own: [`crate::kafka::listeners::Listener`]).
+/// listener's protocol is its own: [`crate::kafka::listeners::Listener`]), and what each
+/// listener sets for itself.
 #[derive(Debug, Clone)]
 pub struct ListenerSecurity {
     /// `sasl.enabled.mechanisms`.
@@ -83,6 +94,8 @@ pub struct ListenerSecurity {
     pub failed_authentication_delay: Duration,
     /// The certificates of the TLS listeners.
     pub tls: Option<metastore::tls::TlsFiles>,
+    /// Each listener's own settings, by its name (upper case).
+    pub overrides: BTreeMap<String, ListenerOverride>,
 }
 
 impl Default for ListenerSecurity {
@@ -95,11 +108,28 @@ impl Default for ListenerSecurity {
             max_reauth: None,
             failed_authentication_delay: Duration::from_millis(100),
             tls: None,
+            overrides: BTreeMap::new(),
         }
     }
 }
 
 impl ListenerSecurity {
+    /// The mechanisms the listener `name` offers.
+    pub fn mechanisms_of(&self, name: &str) -> &[Mechanism] {
+        match self.overrides.get(name).and_then(|o| o.mechanisms.as_ref()) {
+            Some(own) => own,
+            None => &self.mechanisms,
+        }
+    }
+
+    /// The certificates the listener `name` serves.
+    pub fn tls_of(&self, name: &str) -> Option<&metastore::tls::TlsFiles> {
+        match self.overrides.get(name).and_then(|o| o.tls.as_ref()) {
+            Some(own) => Some(own),
+            None => self.tls.as_ref(),
+        }
+    }
+
     /// Parses `super.users` as Kafka writes it: principals separated by `;`.
     pub fn parse_super_users(s: &str) -> Result<BTreeSet<String>, String> {
         s.split(';')

@@ -77,15 +77,15 @@ pub struct Session {
 }
 
 impl Session {
-    /// A new connection's session on a listener of `protocol` with `settings`.
-    pub fn new(settings: &ListenerSecurity, protocol: SecurityProtocol) -> Self {
+    /// A new connection's session on the listener `name` of `protocol`, with `settings`.
+    pub fn new(settings: &ListenerSecurity, name: &str, protocol: SecurityProtocol) -> Self {
         Self {
             state: if protocol.sasl() {
                 State::AwaitHandshake
             } else {
                 State::Open
             },
-            mechanisms: settings.mechanisms.clone(),
+            mechanisms: settings.mechanisms_of(name).to_vec(),
             max_reauth: settings.max_reauth,
             principal: ANONYMOUS.to_string(),
             mechanism: None,
@@ -261,6 +261,7 @@ mod tests {
                 max_reauth,
                 ..Default::default()
             },
+            "SASL_PLAINTEXT",
             SecurityProtocol::SaslPlaintext,
         )
     }
@@ -276,7 +277,7 @@ mod tests {
         assert_eq!(s.gate(ApiKey::ApiVersions, now), Gate::Serve);
         assert_eq!(s.gate(ApiKey::SaslHandshake, now), Gate::Serve);
         assert!(matches!(s.gate(ApiKey::Metadata, now), Gate::Close(m) if m.contains("Metadata")));
-        let open = Session::new(&ListenerSecurity::default(), SecurityProtocol::Plaintext);
+        let open = Session::new(&ListenerSecurity::default(), "PLAINTEXT", SecurityProtocol::Plaintext);
         assert_eq!(open.gate(ApiKey::Produce, now), Gate::Serve);
         assert_eq!(open.principal(), ANONYMOUS);
     }
@@ -323,7 +324,7 @@ mod tests {
         let mut s = sasl(None);
         let a = s.authenticate(b"n,,n=alice,r=abc", &alice(), Instant::now());
         assert_eq!((a.error, a.close), (ErrorCode::ILLEGAL_SASL_STATE, true));
-        let mut open = Session::new(&ListenerSecurity::default(), SecurityProtocol::Plaintext);
+        let mut open = Session::new(&ListenerSecurity::default(), "PLAINTEXT", SecurityProtocol::Plaintext);
         assert_eq!(open.handshake("PLAIN").error, ErrorCode::ILLEGAL_SASL_STATE);
     }
 

@@ -96,8 +96,8 @@ where
     // Reading on its own task keeps the reads whole: a read cut off by a select would lose bytes.
     let reader = tokio::spawn(read_frames(rd, max, tx, mute.clone()));
     let _stop_reader = AbortOnDrop(reader);
-    let session =
-        parking_lot::Mutex::new(Session::new(ctx.security.settings(), peer.1.protocol).with_certificate(certificate));
+    let session = Session::new(ctx.security.settings(), &peer.1.name, peer.1.protocol).with_certificate(certificate);
+    let session = parking_lot::Mutex::new(session);
     let mut inflight: FuturesOrdered<Answer<'_>> = FuturesOrdered::new();
     loop {
         let muted = mute.until();

@@ -98,25 +98,39 @@ pub async fn serve(
     // The quotas this broker enforces, followed from the metastore.
     let quotas = Arc::new(throttling::Quotas::new(core.config.clock.clone()));
     let _quotas = AbortOnDrop(tokio::spawn(throttling::follow(metastore.clone(), quotas.clone())));
-    // The TLS listeners' certificates (one keystore for all), read again when their files change.
-    let any_tls = listeners.iter().any(|l| l.protocol.tls());
-    let tls = match security.tls.clone().filter(|_| any_tls) {
-        Some(files) => match metastore::tls::Reloading::new(files) {
-            Ok(t) => Some(Arc::new(t)),
+    // Each TLS listener's certificates, read again when their files change; listeners with the
+    // same files share them.
+    let mut certificates: Vec<(metastore::tls::TlsFiles, Arc<metastore::tls::Reloading>)> = Vec::new();
+    let mut tls_of = Vec::with_capacity(listeners.len());
+    for l in listeners.iter() {
+        if !l.protocol.tls() {
+            tls_of.push(None);
+            continue;
+        }
+        let Some(files) = security.tls_of(&l.name) else {
+            tracing::error!(listener = %l.name, "kafka listener: a TLS listener has no certificate; not serving");
+            return;
+        };
+        if let Some((_, shared)) = certificates.iter().find(|(f, _)| f == files) {
+            tls_of.push(Some(shared.clone()));
+            continue;
+        }
+        match metastore::tls::Reloading::new(files.clone()) {
+            Ok(t) => {
+                let t = Arc::new(t);
+                certificates.push((files.clone(), t.clone()));
+                tls_of.push(Some(t));
+            }
             Err(e) => {
-                tracing::error!(error = %e, "kafka listener: the TLS certificates do not load; not serving");
+                tracing::error!(listener = %l.name, error = %e, "kafka listener: the TLS certificates do not load; not serving");
                 return;
             }
-        },
-        None if any_tls => {
-            tracing::error!("kafka listener: a TLS listener has no certificate; not serving");
-            return;
         }
-        None => None,
-    };
-    let _tls = tls
-        .clone()
-        .map(|t| AbortOnDrop(tokio::spawn(t.watch(metastore::tls::RELOAD_EVERY))));
+    }
+    let _tls: Vec<_> = certificates
+        .iter()
+        .map(|(_, t)| AbortOnDrop(tokio::spawn(t.clone().watch(metastore::tls::RELOAD_EVERY))))
+        .collect();
     // Who may log in and what each principal may do, followed from the metastore.
     let security = Arc::new(crate::auth::view::SecurityView::new(security));
     let _security = AbortOnDrop(tokio::spawn(crate::auth::view::follow(
@@ -132,10 +146,10 @@ pub async fn serve(
         groups: groups::Groups::new(runtime),
         cluster_id,
     });
-    let accepting = listeners.into_iter().map(|l| {
-        let tls = tls.clone().filter(|_| l.protocol.tls());
-        accept_loop(l, tls, core.clone(), ctx.clone(), max_request_bytes)
-    });
+    let accepting = listeners
+        .into_iter()
+        .zip(tls_of)
+        .map(|(l, tls)| accept_loop(l, tls, core.clone(), ctx.clone(), max_request_bytes));
     futures::future::join_all(accepting).await;
 }
 

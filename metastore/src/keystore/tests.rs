@@ -6,21 +6,23 @@ use super::*;
 const SECRET: &str = "s3cret-pass";
 
 #[test]
-fn keystore_types_parse_in_kafkas_spelling_and_jks_names_its_conversion() {
-    assert_eq!(KeystoreType::parse("pem"), Ok(KeystoreType::Pem));
-    assert_eq!(KeystoreType::parse("PKCS12"), Ok(KeystoreType::Pkcs12));
-    assert!(KeystoreType::parse("JKS")
+fn store_types_parse_in_kafkas_spelling_and_are_told_by_their_first_bytes() {
+    assert_eq!(StoreType::parse("pem"), Ok(StoreType::Pem));
+    assert_eq!(StoreType::parse("PKCS12"), Ok(StoreType::Pkcs12));
+    assert_eq!(StoreType::parse("jks"), Ok(StoreType::Jks));
+    assert!(StoreType::parse("BCFKS")
         .unwrap_err()
-        .contains("keytool -importkeystore"));
-    assert!(KeystoreType::parse("BCFKS")
-        .unwrap_err()
-        .contains("not one of PEM, PKCS12"));
+        .contains("not one of PEM, PKCS12, JKS"));
+    assert_eq!(StoreType::sniff(&[0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2]), StoreType::Jks);
+    assert_eq!(StoreType::sniff(&[0x30, 0x82, 0x0a, 0x10]), StoreType::Pkcs12);
+    assert_eq!(StoreType::sniff(b"-----BEGIN CERTIFICATE-----"), StoreType::Pem);
+    assert_eq!(StoreType::sniff(b""), StoreType::Pem);
 }
 
 #[test]
 fn passwords_never_print() {
     let a = KeystoreAccess {
-        kind: KeystoreType::Pkcs12,
+        kind: StoreType::Pkcs12,
         keystore_password: Some(Password::new(SECRET)),
         key_password: Some(Password::new(SECRET)),
     };
