@@ -4,7 +4,7 @@
 //! `client.properties`; a plaintext caller, one that shows no certificate and one that trusts
 //! another CA are refused. Under the authorizer the certificate names the caller: alice, a
 //! super user, lists topics; bob is refused by name. The HTTP port serves metrics over HTTPS
-//! with the same certificate. Renewed certificate files are taken without a restart. One node
+//! with the same certificate, or with one of its own (`--http-ssl-*`). Renewed certificate files are taken without a restart. One node
 //! and one CLI config read the certificates from Java's JKS and PKCS12 stores.
 
 use std::path::Path;
@@ -127,6 +127,11 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     .map(String::from);
     let tls_args: Vec<&str> = tls_args.iter().map(String::as_str).collect();
     let http = format!("127.0.0.1:{}", tests::free_port());
+    // Node 3's HTTP port shows a certificate of its own, from another CA.
+    let web = dir.path().join("web");
+    certs(&web);
+    let web_keystore = web.join("server.pem").display().to_string();
+    let http3 = format!("127.0.0.1:{}", tests::free_port());
     let mut nodes: Vec<tests::ProcNode> = peers
         .iter()
         .map(|(id, addr)| {
@@ -135,10 +140,10 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
             let n = tests::ProcNode::new(*id, addr, &dir.path().join(format!("n{id}")), &peers, false)
                 .with_args(&stores)
                 .with_args(&tls_args);
-            if *id == 1 {
-                n.with_args(&["--http-listen", &http])
-            } else {
-                n
+            match *id {
+                1 => n.with_args(&["--http-listen", &http]),
+                3 => n.with_args(&["--http-listen", &http3, "--http-ssl-keystore-location", &web_keystore]),
+                _ => n,
             }
         })
         .collect();
@@ -228,11 +233,19 @@ async fn nodes_replicate_over_mutual_tls_and_refuse_callers_without_a_trusted_ce
     let (code, out, err) = kv_get(Some(&java_config.display().to_string()));
     assert_eq!(code, 0, "the CLI with alice's Java stores: {out}{err}");
     assert!(out.contains('1'), "{out}");
-    // Metrics over HTTPS, with the gRPC port's certificate.
+    // Metrics over HTTPS, with the gRPC port's certificate, or node 3's own.
     let page = https_get(&http, &ca, "/metrics").await.expect("metrics over HTTPS");
     assert!(
         page.starts_with("HTTP/1.") && page.contains(" 200 ") && page.contains("ferry_"),
         "{page}"
+    );
+    let page = https_get(&http3, &web.join("ca.pem"), "/metrics")
+        .await
+        .expect("metrics over HTTPS with the HTTP port's own certificate");
+    assert!(page.contains(" 200 ") && page.contains("ferry_"), "{page}");
+    assert!(
+        https_get(&http3, &ca, "/metrics").await.is_err(),
+        "node 3's HTTP port showed the gRPC port's certificate"
     );
 
     // The certificate names the caller under the authorizer.

@@ -86,6 +86,8 @@ pub struct NodeOptions {
     pub kafka_security: broker::auth::ListenerSecurity,
     /// TLS on the gRPC port and on the node's channels to its peers.
     pub grpc_tls: Option<metastore::tls::TlsFiles>,
+    /// The HTTP port's TLS (its own certificate, or the gRPC port's); none: plain HTTP.
+    pub http_tls: Option<metastore::tls::TlsFiles>,
     /// Where a broker-only node reads the cluster credential (waited for until it exists); a
     /// quorum node learns it from its own store.
     pub credential_file: Option<PathBuf>,
@@ -240,14 +242,7 @@ pub async fn start(o: NodeOptions) -> anyhow::Result<RunningNode> {
             admin.retain(|a| *a != own);
             admin.insert(0, own);
         }
-        // The gRPC port's certificate, when it has one; browsers and scrapers show none.
-        let tls = o.grpc_tls.as_ref().map(|f| metastore::tls::TlsFiles {
-            keystore: f.keystore.clone(),
-            keystore_access: f.keystore_access.clone(),
-            truststore: None,
-            client_auth: metastore::tls::ClientAuth::None,
-        });
-        running.http = Some(crate::console::serve(listener, registry, &admin, tls)?);
+        running.http = Some(crate::console::serve(listener, registry, &admin, o.http_tls.clone())?);
     }
     Ok(running)
 }

@@ -173,6 +173,9 @@ pub struct NodeArgs {
     /// TLS on the gRPC port.
     #[command(flatten)]
     pub(crate) grpc_tls: crate::security_args::GrpcTlsArgs,
+    /// TLS on the HTTP port with a certificate of its own.
+    #[command(flatten)]
+    pub(crate) http_tls: crate::security_args::HttpTlsArgs,
     /// Most partitions a topic may have (max.partitions.per.topic).
     #[arg(long, default_value_t = RequestLimits::default().max_partitions_per_topic, env = "FERRY_MAX_PARTITIONS_PER_TOPIC")]
     pub(crate) max_partitions_per_topic: u32,

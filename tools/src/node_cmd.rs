@@ -99,6 +99,8 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
             ),
         }
     }
+    let grpc_tls = a.grpc_tls.files()?;
+    let http_tls = a.http_tls.files(grpc_tls.as_ref())?;
     Ok(NodeOptions {
         id,
         data_dir,
@@ -150,7 +152,8 @@ fn node_options(a: NodeArgs) -> anyhow::Result<NodeOptions> {
         credential_file: a.cluster_credential_file,
         kafka_security: a.security.settings(&kafka_listeners)?,
         kafka_listeners,
-        grpc_tls: a.grpc_tls.files()?,
+        grpc_tls,
+        http_tls,
     })
 }
 

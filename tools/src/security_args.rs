@@ -319,3 +319,50 @@ impl GrpcTlsArgs {
         Ok(Some(files))
     }
 }
+
+/// TLS on the HTTP port (metrics and the console) with a certificate of its own; without it,
+/// the port shows the gRPC port's certificate when that has one.
+#[derive(Args, Debug, Clone)]
+pub struct HttpTlsArgs {
+    /// The HTTP port's certificate chain and private key (PEM, PKCS12 or JKS). Read again when
+    /// it changes.
+    #[arg(long, env = "FERRY_HTTP_SSL_KEYSTORE_LOCATION")]
+    pub http_ssl_keystore_location: Option<std::path::PathBuf>,
+    /// PEM, PKCS12 or JKS: the format of --http-ssl-keystore-location.
+    #[arg(long, default_value = "PEM", env = "FERRY_HTTP_SSL_KEYSTORE_TYPE")]
+    pub http_ssl_keystore_type: String,
+    /// The HTTP keystore's password (PKCS12 or JKS).
+    #[arg(long, env = "FERRY_HTTP_SSL_KEYSTORE_PASSWORD", hide_env_values = true)]
+    pub http_ssl_keystore_password: Option<String>,
+    /// The HTTP keystore's private key's password (an encrypted PEM key, or a JKS key's own).
+    #[arg(long, env = "FERRY_HTTP_SSL_KEY_PASSWORD", hide_env_values = true)]
+    pub http_ssl_key_password: Option<String>,
+}
+
+impl HttpTlsArgs {
+    /// The HTTP port's certificate, checked to load: its own, else the gRPC port's (`grpc`).
+    /// Browsers and scrapers show none, so it asks for none.
+    pub fn files(&self, grpc: Option<&TlsFiles>) -> anyhow::Result<Option<TlsFiles>> {
+        let Some(keystore) = &self.http_ssl_keystore_location else {
+            return Ok(grpc.map(|g| TlsFiles {
+                keystore: g.keystore.clone(),
+                keystore_access: g.keystore_access.clone(),
+                truststore: None,
+                client_auth: ClientAuth::None,
+            }));
+        };
+        let files = TlsFiles {
+            keystore: keystore.clone(),
+            keystore_access: KeystoreAccess {
+                kind: StoreType::parse(&self.http_ssl_keystore_type)
+                    .map_err(|e| anyhow!("--http-ssl-keystore-type: {e}"))?,
+                keystore_password: self.http_ssl_keystore_password.clone().map(Password::new),
+                key_password: self.http_ssl_key_password.clone().map(Password::new),
+            },
+            truststore: None,
+            client_auth: ClientAuth::None,
+        };
+        metastore::tls::load(&files).map_err(|e| anyhow!("--http-ssl-*: {e}"))?;
+        Ok(Some(files))
+    }
+}
