@@ -180,11 +180,14 @@ impl FetchSessions {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(self.client(channel), rx));
-        if !sessions.contains_key(endpoint) {
-            sessions.insert(endpoint.to_string(), Default::default());
+        match sessions.get_mut(endpoint) {
+            Some(lanes) => lanes[lane as usize] = Some(tx.clone()),
+            None => {
+                let mut lanes: [Option<mpsc::UnboundedSender<Call>>; 2] = Default::default();
+                lanes[lane as usize] = Some(tx.clone());
+                sessions.insert(endpoint.to_string(), lanes);
+            }
         }
-        // Inserted just above when missing.
-        sessions.get_mut(endpoint).expect("the endpoint's entry exists")[lane as usize] = Some(tx.clone());
         tx
     }
 }

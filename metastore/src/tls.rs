@@ -58,6 +58,19 @@ pub struct TlsFiles {
     pub client_auth: ClientAuth,
 }
 
+impl TlsFiles {
+    /// The same certificate, asking callers for none (the HTTP port's: browsers and scrapers
+    /// show none).
+    pub fn certificate_only(&self) -> Self {
+        Self {
+            keystore: self.keystore.clone(),
+            keystore_access: self.keystore_access.clone(),
+            truststore: None,
+            client_auth: ClientAuth::None,
+        }
+    }
+}
+
 /// Why the certificates cannot be served.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

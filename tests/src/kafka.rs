@@ -61,6 +61,22 @@ pub fn run(cmd: &mut Command, input: &str) -> (Option<i32>, String, String) {
     )
 }
 
+/// kcat against `bootstrap` trusting the CA file `ca`, with `extra` options (`-X` settings)
+/// and `args`, fed `input`, within 30 s; its exit code, stdout and stderr.
+pub fn kcat_ssl(
+    bootstrap: &str,
+    ca: &str,
+    extra: &[&str],
+    args: &[&str],
+    input: &str,
+) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["30", "kcat", "-b", bootstrap, "-X", &format!("ssl.ca.location={ca}")])
+        .args(extra)
+        .args(args);
+    run(&mut cmd, input)
+}
+
 /// Every record of partition 0 of `topic`, read from the start with kcat as JSON lines.
 pub fn kcat_read(bootstrap: &str, topic: &str) -> Vec<serde_json::Value> {
     let (code, out, err) = run(

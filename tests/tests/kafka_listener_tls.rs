@@ -9,13 +9,11 @@
 //! Bad per-listener settings stop the node naming the setting.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use metastore::keystore::{self, KeystoreAccess, Password, StoreType};
 use metastore::truststore::{self, Truststore};
 use tests::java_stores::{JavaStores, KEY_SECRET, SECRET};
-use tests::kafka::run;
 
 /// A CA with a server and a client `alice` (`ferry certs`), and the same in Java's stores.
 struct Pki {
@@ -113,20 +111,8 @@ fn java_stores_read_to_the_same_certificates_and_bad_passwords_name_their_settin
 
 /// kcat's metadata from `addr` trusting `ca`, with `extra` settings.
 fn kcat(addr: &str, ca: &str, extra: &[&str]) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new("timeout");
-    cmd.args([
-        "30",
-        "kcat",
-        "-L",
-        "-m",
-        "5",
-        "-b",
-        addr,
-        "-X",
-        &format!("ssl.ca.location={ca}"),
-    ])
-    .args(extra.iter().flat_map(|x| ["-X", x]));
-    run(&mut cmd, "")
+    let settings: Vec<&str> = extra.iter().flat_map(|x| ["-X", x]).collect();
+    tests::kafka::kcat_ssl(addr, ca, &settings, &["-L", "-m", "5"], "")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

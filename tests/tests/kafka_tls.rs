@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use tests::kafka::{run, tool};
+use tests::kafka::{kcat_ssl, run, tool};
 
 /// A CA, and a server certificate for 127.0.0.1 it signs, valid from `from_days` to `to_days`
 /// (relative to now) — as PEM: (CA certificate, server chain and key, CA).
@@ -43,14 +43,6 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p.to_string_lossy().into_owned()
-}
-
-fn kcat_ssl(b: &str, ca: &str, extra: &[&str], args: &[&str], input: &str) -> (Option<i32>, String, String) {
-    let mut cmd = Command::new("timeout");
-    cmd.args(["30", "kcat", "-b", b, "-X", &format!("ssl.ca.location={ca}")])
-        .args(extra)
-        .args(args);
-    run(&mut cmd, input)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -256,7 +256,7 @@ async fn start_nodes(
             )],
             kafka_security: secure.map(|s| s.listener()).unwrap_or_default(),
             grpc_tls: secure.map(|s| s.grpc_tls()),
-            http_tls: secure.map(|s| s.http_tls()),
+            http_tls: secure.map(|s| s.grpc_tls().certificate_only()),
         })
         .await
         .with_context(|| format!("starting node {id} on {addr}"))?;

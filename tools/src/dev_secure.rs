@@ -99,15 +99,6 @@ impl Secure {
         Self::node_files(&self.certs)
     }
 
-    /// The HTTP ports' TLS: the nodes' certificate, asking browsers for none.
-    pub fn http_tls(&self) -> TlsFiles {
-        TlsFiles {
-            truststore: None,
-            client_auth: ClientAuth::None,
-            ..Self::node_files(&self.certs)
-        }
-    }
-
     fn node_files(certs: &crate::certs::CertFiles) -> TlsFiles {
         TlsFiles {
             keystore: certs.server.clone(),

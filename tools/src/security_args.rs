@@ -93,6 +93,25 @@ pub struct SecurityArgs {
     pub listener_config: Vec<String>,
 }
 
+/// A store type, a bad one refused naming `flag`.
+fn store_type(flag: &str, kind: &str) -> anyhow::Result<StoreType> {
+    StoreType::parse(kind).map_err(|e| anyhow!("{flag}: {e}"))
+}
+
+/// A keystore's type and passwords from a flag group (the gRPC or the HTTP port's).
+fn keystore_access(
+    type_flag: &str,
+    kind: &str,
+    keystore_password: &Option<String>,
+    key_password: &Option<String>,
+) -> anyhow::Result<KeystoreAccess> {
+    Ok(KeystoreAccess {
+        kind: store_type(type_flag, kind)?,
+        keystore_password: keystore_password.clone().map(Password::new),
+        key_password: key_password.clone().map(Password::new),
+    })
+}
+
 /// Where a listener's settings come from: its own (`--listener-config`), else the shared flags.
 struct Lookup<'a> {
     args: &'a SecurityArgs,
@@ -141,7 +160,7 @@ impl Lookup<'_> {
         };
         let parsed = |s: Setting| -> anyhow::Result<StoreType> {
             let (v, name) = self.get(s);
-            StoreType::parse(&v.unwrap_or_default()).map_err(|e| anyhow!("{name}: {e}"))
+            store_type(&name, &v.unwrap_or_default())
         };
         let password = |s: Setting| self.get(s).0.map(Password::new);
         let (auth, auth_name) = self.get(Setting::ClientAuth);
@@ -295,22 +314,22 @@ impl GrpcTlsArgs {
         };
         let client_auth =
             ClientAuth::parse(&self.grpc_ssl_client_auth).map_err(|e| anyhow!("--grpc-ssl-client-auth: {e}"))?;
-        let kind = |flag: &str, v: &str| StoreType::parse(v).map_err(|e| anyhow!("{flag}: {e}"));
         let truststore = match &self.grpc_ssl_truststore_location {
             Some(location) => Some(Truststore {
                 location: location.clone(),
-                kind: kind("--grpc-ssl-truststore-type", &self.grpc_ssl_truststore_type)?,
+                kind: store_type("--grpc-ssl-truststore-type", &self.grpc_ssl_truststore_type)?,
                 password: self.grpc_ssl_truststore_password.clone().map(Password::new),
             }),
             None => None,
         };
         let files = TlsFiles {
             keystore: keystore.clone(),
-            keystore_access: KeystoreAccess {
-                kind: kind("--grpc-ssl-keystore-type", &self.grpc_ssl_keystore_type)?,
-                keystore_password: self.grpc_ssl_keystore_password.clone().map(Password::new),
-                key_password: self.grpc_ssl_key_password.clone().map(Password::new),
-            },
+            keystore_access: keystore_access(
+                "--grpc-ssl-keystore-type",
+                &self.grpc_ssl_keystore_type,
+                &self.grpc_ssl_keystore_password,
+                &self.grpc_ssl_key_password,
+            )?,
             truststore,
             client_auth,
         };
@@ -344,21 +363,16 @@ impl HttpTlsArgs {
     /// Browsers and scrapers show none, so it asks for none.
     pub fn files(&self, grpc: Option<&TlsFiles>) -> anyhow::Result<Option<TlsFiles>> {
         let Some(keystore) = &self.http_ssl_keystore_location else {
-            return Ok(grpc.map(|g| TlsFiles {
-                keystore: g.keystore.clone(),
-                keystore_access: g.keystore_access.clone(),
-                truststore: None,
-                client_auth: ClientAuth::None,
-            }));
+            return Ok(grpc.map(TlsFiles::certificate_only));
         };
         let files = TlsFiles {
             keystore: keystore.clone(),
-            keystore_access: KeystoreAccess {
-                kind: StoreType::parse(&self.http_ssl_keystore_type)
-                    .map_err(|e| anyhow!("--http-ssl-keystore-type: {e}"))?,
-                keystore_password: self.http_ssl_keystore_password.clone().map(Password::new),
-                key_password: self.http_ssl_key_password.clone().map(Password::new),
-            },
+            keystore_access: keystore_access(
+                "--http-ssl-keystore-type",
+                &self.http_ssl_keystore_type,
+                &self.http_ssl_keystore_password,
+                &self.http_ssl_key_password,
+            )?,
             truststore: None,
             client_auth: ClientAuth::None,
         };

@@ -191,22 +191,28 @@ pub fn decrypt_key(protected_key: &[u8], password: &str) -> Result<Vec<u8>, Stri
     let (salt, rest) = protected.split_at(SALT_LEN);
     let (encrypted, check) = rest.split_at(encrypted_len);
     let password = java_bytes(password);
-    // The key stream: SHA-1 over the password and the previous block, starting from the salt.
-    let mut block = salt.to_vec();
-    let mut plain = Vec::with_capacity(encrypted_len);
-    for chunk in encrypted.chunks(DIGEST_LEN) {
-        block = Sha1::new()
-            .chain_update(&password)
-            .chain_update(&block)
-            .finalize()
-            .to_vec();
-        plain.extend(chunk.iter().zip(&block).map(|(e, k)| e ^ k));
-    }
+    let plain = key_stream_xor(&password, salt, encrypted);
     let digest = Sha1::new().chain_update(&password).chain_update(&plain).finalize();
     if digest.as_slice() != check {
         return Err("wrong password".into());
     }
     Ok(plain)
+}
+
+/// `data` XORed with Sun's key stream (which protects and opens alike): SHA-1 over the
+/// password and the previous block, starting from the salt.
+fn key_stream_xor(password: &[u8], salt: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut block = salt.to_vec();
+    let mut out = Vec::with_capacity(data.len());
+    for chunk in data.chunks(DIGEST_LEN) {
+        block = Sha1::new()
+            .chain_update(password)
+            .chain_update(&block)
+            .finalize()
+            .to_vec();
+        out.extend(chunk.iter().zip(&block).map(|(d, k)| d ^ k));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -279,16 +285,7 @@ mod tests {
         let key: Vec<u8> = (0u8..45).collect();
         let password = java_bytes("key-pass");
         let salt = [7u8; SALT_LEN];
-        let mut block = salt.to_vec();
-        let mut encrypted = Vec::new();
-        for chunk in key.chunks(DIGEST_LEN) {
-            block = Sha1::new()
-                .chain_update(&password)
-                .chain_update(&block)
-                .finalize()
-                .to_vec();
-            encrypted.extend(chunk.iter().zip(&block).map(|(p, k)| p ^ k));
-        }
+        let encrypted = key_stream_xor(&password, &salt, &key);
         let check = Sha1::new().chain_update(&password).chain_update(&key).finalize();
         let data = [&salt[..], &encrypted, &check].concat();
         let der = der_info(&data);
